@@ -1,0 +1,22 @@
+"""nbgrader configuration for this course repository.
+
+Run nbgrader from the repository root: sources are read from assignments/<id>/<id>.ipynb and the
+student versions written to release/<id>/<id>.ipynb. The exchange defaults to a folder inside the
+course directory so that nothing needs root; on a shared server point NBGRADER_EXCHANGE at a
+folder all students can reach (e.g. /srv/nbgrader/exchange, mode 777 with the sticky bit).
+"""
+
+import os
+
+c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
+
+c.CourseDirectory.course_id = os.environ.get("NBGRADER_COURSE_ID", "gpt2-to-modern")
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.source_directory = "assignments"
+c.CourseDirectory.release_directory = "release"
+c.Exchange.root = os.environ.get(
+    "NBGRADER_EXCHANGE", os.path.join(os.path.dirname(os.path.abspath(__file__)), "exchange")
+)
+
+# Only the six assignment notebooks; nothing else in assignments/<id>/ goes to students.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]

@@ -1,0 +1,144 @@
+"""Multi-head Latent Attention, MLA (chapter §9), in the chapter's simplified form.
+
+K and V are not projected from x directly: x is first compressed to a small latent
+c_kv = W_kv_down x ([B, S, d_latent]), and K = W_k_up c_kv, V = W_v_up c_kv. Only c_kv is cached:
+d_latent elements per token and layer, against 2 * num_heads * d_head for MHA. The up-projections
+replace W_k and W_v, they are not added to them. DeepSeek-V2 also caches a decoupled RoPE key of
+d_rope dims per token (shared by all heads), so its cache is d_latent + d_rope per token; the
+chapter's count leaves that out.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from solutions.gqa_saving import kv_cache_bytes
+from solutions.student_params import student_rng
+
+
+def hand_inputs(student_id):
+    """对比题的模型配置（由学号决定）。都按 FP16（每个元素 2 字节）、单层计算。"""
+    rng = student_rng("mla", student_id)
+    num_heads, d_head = rng.choice([(8, 64), (16, 64), (16, 128), (32, 128)])
+    return {
+        "batch": rng.choice([1, 2, 4]),
+        "seq_len": rng.choice([1024, 2048, 4096, 8192]),
+        "d_model": num_heads * d_head,
+        "num_heads": num_heads,
+        "num_kv_heads": rng.choice([2, 4]),
+        "d_latent": rng.choice([128, 256, 512]),
+        "d_rope": d_head // 2,
+    }
+
+
+def hand_answers(inputs: dict) -> dict:
+    """Bytes of one layer's cache for MHA, GQA and MLA with a decoupled RoPE key (fp16)."""
+    b, s, h = inputs["batch"], inputs["seq_len"], inputs["num_heads"]
+    d_head = inputs["d_model"] // h
+    return {
+        "mha_bytes": kv_cache_bytes(b, s, h, d_head),
+        "gqa_bytes": kv_cache_bytes(b, s, inputs["num_kv_heads"], d_head),
+        "mla_bytes": mla_cache_bytes(b, s, inputs["d_latent"], inputs["d_rope"]),
+    }
+
+
+def hand_slips(inputs: dict) -> dict:
+    """Answers for the MLA figure that the catalogued slips give."""
+    right = hand_answers(inputs)
+    b, s = inputs["batch"], inputs["seq_len"]
+    d_latent, h = inputs["d_latent"], inputs["num_heads"]
+    return {
+        "rope_key_forgotten": {**right, "mla_bytes": mla_cache_bytes(b, s, d_latent)},
+        "latent_for_k_and_v": {**right, "mla_bytes": 2 * right["mla_bytes"]},
+        "latent_per_head": {**right, "mla_bytes": h * right["mla_bytes"]},
+        "cached_k_and_v": {**right, "mla_bytes": right["mha_bytes"]},
+    }
+
+
+class MultiHeadLatentAttention(nn.Module):
+    """MLA（简化版，与本章相同）。
+
+    参数名是固定的，全部是没有 bias 的 nn.Linear：
+        W_q: d_model -> d_model          W_kv_down: d_model -> d_latent
+        W_k_up, W_v_up: d_latent -> d_model                W_o: d_model -> d_model
+    forward(x, mask=None)：x 是 [B, S, d_model]，mask 是 None 或加性的 [S, S] 浮点掩码；
+    返回 (out, c_kv)：out 是 [B, S, d_model]，c_kv = W_kv_down(x) 是 [B, S, d_latent]（要缓存的 latent）。
+    """
+
+    def __init__(self, d_model, num_heads, d_latent):
+        super().__init__()
+        ### BEGIN SOLUTION
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        if not isinstance(d_latent, int) or d_latent <= 0:
+            raise ValueError(f"d_latent must be a positive integer, got {d_latent!r}")
+        self.num_heads = num_heads
+        self.d_head = d_model // num_heads
+        self.d_latent = d_latent
+
+        self.W_q = nn.Linear(d_model, d_model, bias=False)
+        self.W_kv_down = nn.Linear(d_model, d_latent, bias=False)  # x -> c_kv, the only thing cached
+        self.W_k_up = nn.Linear(d_latent, d_model, bias=False)     # c_kv -> K (replaces W_k)
+        self.W_v_up = nn.Linear(d_latent, d_model, bias=False)     # c_kv -> V (replaces W_v)
+        self.W_o = nn.Linear(d_model, d_model, bias=False)
+        ### END SOLUTION
+
+    def forward(self, x, mask=None):
+        ### BEGIN SOLUTION
+        if x.dim() != 3:
+            raise ValueError(f"x must have shape [B, S, d_model], got {list(x.shape)}")
+        B, S, D = x.shape
+        if mask is not None and mask.shape != (S, S):
+            raise ValueError(f"mask must have shape [{S}, {S}], got {list(mask.shape)}")
+
+        c_kv = self.W_kv_down(x)  # [B, S, d_latent]
+        q = self.W_q(x).view(B, S, self.num_heads, self.d_head).transpose(1, 2)
+        k = self.W_k_up(c_kv).view(B, S, self.num_heads, self.d_head).transpose(1, 2)
+        v = self.W_v_up(c_kv).view(B, S, self.num_heads, self.d_head).transpose(1, 2)
+
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+        if mask is not None:
+            scores = scores + mask
+        out = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, S, D)
+        return self.W_o(out), c_kv
+        ### END SOLUTION
+
+
+def mla_cache_bytes(batch, seq_len, d_latent, d_rope=0, bytes_per_element=2, num_layers=1):
+    """MLA 的缓存字节数：每个 token 每层只缓存 d_latent 维的 c_kv，外加 d_rope 维的解耦 RoPE key。返回 int。"""
+    ### BEGIN SOLUTION
+    for name, value in [("batch", batch), ("seq_len", seq_len), ("d_latent", d_latent),
+                        ("bytes_per_element", bytes_per_element), ("num_layers", num_layers)]:
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if not isinstance(d_rope, int) or isinstance(d_rope, bool) or d_rope < 0:
+        raise ValueError(f"d_rope must be a non-negative integer, got {d_rope!r}")
+    # one latent serves both K and V, shared by all heads: no factor 2, no num_heads
+    return batch * seq_len * (d_latent + d_rope) * bytes_per_element * num_layers
+    ### END SOLUTION
+
+
+def mla_absorbed_forward(mla, x, mask=None):
+    """挑战题：只用缓存的 c_kv 计算与 mla(x, mask)[0] 相同的输出，全程不构造 K 和 V。
+
+    思路：q_h · (W_k_up,h c) = (W_k_up,h^T q_h) · c，把 W_k_up 吸收进 Q；V 这一侧同理先对 c 加权求和，
+    再乘 W_v_up。返回 [B, S, d_model]。
+    """
+    ### BEGIN SOLUTION
+    B, S, D = x.shape
+    H, d_head = mla.num_heads, mla.d_head
+    c_kv = mla.W_kv_down(x)                                          # [B, S, d_latent]
+    q = mla.W_q(x).view(B, S, H, d_head).transpose(1, 2)             # [B, H, S, d_head]
+    w_k = mla.W_k_up.weight.view(H, d_head, -1)                      # [H, d_head, d_latent]
+    w_v = mla.W_v_up.weight.view(H, d_head, -1)
+
+    q_latent = torch.einsum("bhsd,hdl->bhsl", q, w_k)               # W_k_up absorbed into q
+    scores = q_latent @ c_kv[:, None].transpose(-2, -1) / math.sqrt(d_head)
+    if mask is not None:
+        scores = scores + mask
+    context_latent = F.softmax(scores, dim=-1) @ c_kv[:, None]       # [B, H, S, d_latent]
+    out = torch.einsum("bhsl,hdl->bhsd", context_latent, w_v)        # W_v_up applied after the sum
+    return mla.W_o(out.transpose(1, 2).reshape(B, S, D))
+    ### END SOLUTION
