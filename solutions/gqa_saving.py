@@ -25,14 +25,17 @@ FP16_BYTES = 2
 def hand_inputs(student_id):
     """手算题的模型配置（由学号决定）。KV Cache 按 FP16（每个元素 2 字节）、单层计算。"""
     rng = student_rng("gqa_saving", student_id)
-    # Q 头数与 KV 头数之比不取 2：比值为 2 时 x 和 1 - x 相等，看不出是否漏了 "1 -"
-    num_q_heads, num_kv_heads = rng.choice([(16, 4), (24, 8), (32, 4), (32, 8), (40, 8), (48, 8), (64, 8)])
+    # Q 头数与 KV 头数之比不取 2 和 8：比值为 2 时 x 与 1 - x 相等，为 8 时"按 bit 算的 GQA"等于 MHA，
+    # 几种常见错误会恰好和正确答案（或彼此）一样
+    num_q_heads, num_kv_heads = rng.choice(
+        [(16, 4), (24, 4), (24, 8), (32, 8), (40, 8), (48, 8), (48, 12), (64, 16)]
+    )
     return {
-        "batch": rng.choice([1, 2, 4, 8]),
-        "seq_len": rng.choice([1024, 2048, 3072, 4096, 8192]),
+        "batch": rng.randint(1, 8),
+        "seq_len": 256 * rng.randint(2, 32),
         "num_q_heads": num_q_heads,
         "num_kv_heads": num_kv_heads,
-        "head_dim": rng.choice([64, 80, 96, 128]),
+        "head_dim": rng.choice([64, 80, 96, 112, 128]),
     }
 
 
@@ -84,10 +87,8 @@ def repeat_kv(x, n_rep):
     if not isinstance(n_rep, int) or n_rep < 1:
         raise ValueError(f"n_rep must be a positive integer, got {n_rep!r}")
     B, S, num_kv_heads, head_dim = x.shape
-    # a new axis right after the KV-head axis: each head is followed by its own copies
-    return x[:, :, :, None, :].expand(B, S, num_kv_heads, n_rep, head_dim).reshape(
-        B, S, num_kv_heads * n_rep, head_dim
-    )
+    # a new axis right after the KV-head axis, so that each head is followed by its own copies
+    return x[:, :, :, None, :].expand(B, S, num_kv_heads, n_rep, head_dim).flatten(2, 3)
     ### END SOLUTION
 
 

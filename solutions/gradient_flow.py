@@ -16,7 +16,7 @@ from solutions.student_params import student_rng
 # The options of the multiple-choice question, in a fixed order; each student sees them shuffled.
 CHOICE_OPTIONS = [
     "Pre-Norm 把 Norm 放在子层之后，让每层的输出更平滑，所以梯度更稳定",
-    "Pre-Norm 的残差路径上没有 Norm：x_L = x_l + Σ F(Norm(x_k))，∂x_L/∂x_l 里有一个恒等项，梯度能不经缩放地直接传回浅层",
+    "Pre-Norm 的残差路径上没有 Norm：x_L = x_l + Σ F(Norm(x_k))，∂x_L/∂x_l 里有一个恒等项，梯度有一条不被任何 Norm 缩放的通路直接传回浅层",
     "Post-Norm 没有残差连接，所以梯度只能穿过每一层的子层",
     "Pre-Norm 的参数比 Post-Norm 少，所以梯度更稳定",
 ]

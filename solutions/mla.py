@@ -21,15 +21,24 @@ from solutions.student_params import student_rng
 def hand_inputs(student_id):
     """对比题的模型配置（由学号决定）。都按 FP16（每个元素 2 字节）、单层计算。"""
     rng = student_rng("mla", student_id)
-    num_heads, d_head = rng.choice([(8, 64), (16, 64), (16, 128), (32, 128)])
+    while True:
+        num_heads, d_head = rng.choice([(8, 64), (16, 64), (16, 128), (32, 128)])
+        num_kv_heads = rng.choice([2, 4])
+        d_rope = d_head // 2
+        d_latent = 64 * rng.randint(2, max(2, min(8, num_heads * d_head // 256)))  # d_latent ≪ d_model
+        per_token = d_latent + d_rope
+        # 有些配置会让常见错误恰好等于另一个正确答案（例如 MLA 的缓存恰好等于 GQA 的），换一组
+        if (2 * num_kv_heads * d_head not in (per_token, 2 * per_token, d_latent)
+                and per_token != 2 * d_head):
+            break
     return {
-        "batch": rng.choice([1, 2, 4]),
-        "seq_len": rng.choice([1024, 2048, 4096, 8192]),
+        "batch": rng.randint(1, 8),
+        "seq_len": 512 * rng.randint(1, 32),
         "d_model": num_heads * d_head,
         "num_heads": num_heads,
-        "num_kv_heads": rng.choice([2, 4]),
-        "d_latent": rng.choice([128, 256, 512]),
-        "d_rope": d_head // 2,
+        "num_kv_heads": num_kv_heads,
+        "d_latent": d_latent,
+        "d_rope": d_rope,
     }
 
 

@@ -22,11 +22,14 @@ def hand_inputs(student_id):
     while True:
         d = rng.choice([3, 4])
         x = [rng.choice([-1, 1]) * rng.randint(1, 9) for _ in range(d)]
-        # 均值为 0 或全是 ±1 的向量会让几种常见错误恰好得到正确答案，换一组
-        if sum(x) != 0 and any(abs(v) != 1 for v in x):
-            break
-    gamma = [rng.choice([0.5, 1.5, 2.0, 2.5, 3.0]) for _ in range(d)]
-    return {"x": x, "gamma": gamma}
+        gamma = [rng.choice([0.5, 1.5, 2.0, 2.5, 3.0]) for _ in range(d)]
+        # 有些数字会让常见错误恰好得到正确答案（或彼此相同），换一组：均值太接近 0（LayerNorm 与
+        # RMSNorm 几乎相同）、各分量全相等、平方和等于 d²（开不开根号、求和还是平均结果一样）、
+        # gamma 各分量全相等
+        sum_sq = sum(v * v for v in x)
+        if (20 * sum(x) ** 2 >= d * sum_sq and len(set(x)) > 1 and sum_sq not in (d, d * d)
+                and len(set(gamma)) > 1):
+            return {"x": x, "gamma": gamma}
 
 
 def hand_answers(inputs: dict) -> dict:

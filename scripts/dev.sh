@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Entry points for a fresh machine. Each sets up what it needs first (idempotent), then runs:
+#   bash scripts/dev.sh generate   # nbgrader generate_assignment for all six -> release/
+#   bash scripts/dev.sh test       # the test suite (what CI runs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.venv
+
+setup() {
+    local python=${PYTHON:-}
+    if [ -z "$python" ]; then
+        for candidate in python3.11 python3; do
+            if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+                python=$candidate
+                break
+            fi
+        done
+    fi
+    [ -n "$python" ] || { echo "error: Python 3.11 not found; set PYTHON=/path/to/python3.11" >&2; exit 1; }
+    [ -x "$VENV/bin/python" ] || "$python" -m venv "$VENV"
+    # torch first, pinned: the CPU build 2.13.0; pyproject's range then installs nothing more
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check torch==2.13.0
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+    export PATH="$PWD/$VENV/bin:$PATH"  # nbgrader runs `alembic` from PATH
+}
+
+case "${1:-}" in
+    generate)
+        setup
+        for assignment in rmsnorm gqa_saving gradient_flow rope swiglu mla; do
+            nbgrader generate_assignment "$assignment" --force --log-level=WARN
+            test -s "release/$assignment/$assignment.ipynb" || { echo "error: release/$assignment not written" >&2; exit 1; }
+        done
+        echo "Student notebooks written to release/<assignment>/<assignment>.ipynb"
+        ;;
+    test)
+        setup
+        shift
+        python -m pytest "$@"
+        ;;
+    *)
+        echo "usage: bash scripts/dev.sh {generate|test} [pytest args...]" >&2
+        exit 2
+        ;;
+esac

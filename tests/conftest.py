@@ -1,0 +1,47 @@
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from autograder import REPO_ROOT
+from solutions import ASSIGNMENTS
+
+STUDENT_IDS = ("alice", "2024012345")
+
+
+def source_notebook(assignment_id: str) -> Path:
+    return REPO_ROOT / "assignments" / assignment_id / f"{assignment_id}.ipynb"
+
+
+def release_notebook(assignment_id: str) -> Path:
+    return REPO_ROOT / "release" / assignment_id / f"{assignment_id}.ipynb"
+
+
+def run_nbgrader(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run nbgrader from this environment (its bin first on PATH: nbgrader calls `alembic` from PATH)."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture(scope="session")
+def regenerated_release(tmp_path_factory) -> dict[str, Path]:
+    """`nbgrader generate_assignment <id> --force` for all six, each in a fresh copy of the course directory."""
+
+    def generate(assignment_id: str) -> Path:
+        course = tmp_path_factory.mktemp(f"course-{assignment_id}")
+        shutil.copy(REPO_ROOT / "nbgrader_config.py", course)
+        shutil.copytree(REPO_ROOT / "assignments" / assignment_id, course / "assignments" / assignment_id)
+        result = run_nbgrader(["generate_assignment", assignment_id, "--force"], cwd=course)
+        out = course / "release" / assignment_id / f"{assignment_id}.ipynb"
+        # nbgrader can exit 0 on failure: the written notebook is the evidence
+        assert result.returncode == 0 and out.exists(), f"generate_assignment {assignment_id} failed:\n{result.stderr[-3000:]}"
+        return out
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(ASSIGNMENTS, pool.map(generate, ASSIGNMENTS)))
