@@ -1,0 +1,178 @@
+"""Runs the check modules with pytest: collected once per process, then run for every submission.
+
+pytest.main is called once for a whole batch; this plugin takes over its run loop
+(`pytest_runtestloop`) and, for each submission in turn, runs the collected checks of that
+submission's assignment with the submission's fixtures. No pytest.main per submission.
+"""
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from _pytest.runner import runtestprotocol
+
+from autograder.probes import CheckFailed, StudentCode
+
+CHECKS_DIR = Path(__file__).parent
+
+
+class CheckConfigError(Exception):
+    """The check modules themselves are wrong (points, grade ids): the grader, not a student, is at fault."""
+
+
+@dataclass
+class CheckSpec:
+    name: str
+    grade_id: str
+    points: float
+    description: str
+
+
+@dataclass
+class CheckOutcome:
+    spec: CheckSpec
+    passed: bool
+    message: str
+    details: dict
+    diagnosis: str | None
+    seconds: float
+
+
+@dataclass
+class CheckContext:
+    """What the fixtures hand to one submission's checks."""
+
+    student: StudentCode
+    assignment_id: str
+    student_id: str
+    seed: int
+
+
+def check_module(assignment_id: str) -> Path:
+    return CHECKS_DIR / f"test_{assignment_id}.py"
+
+
+class GradingPlugin:
+    def __init__(self, jobs: Iterable, grade_job: Callable, expected_points: dict[str, dict[str, float]]):
+        """`grade_job(job, run_checks)` grades one job; `run_checks(context)` runs its assignment's checks."""
+        self.jobs = jobs
+        self.grade_job = grade_job
+        self.expected_points = expected_points  # assignment -> grade_id -> points, from the source notebooks
+        self.items: dict[str, list] = {}
+        self.specs: dict[str, list[CheckSpec]] = {}
+        self.context: CheckContext | None = None
+        self._failure: BaseException | None = None
+        self.error: BaseException | None = None
+
+    # --- fixtures every check module can use ---------------------------------------------------------
+
+    @pytest.fixture
+    def student(self) -> StudentCode:
+        return self.context.student
+
+    @pytest.fixture
+    def student_id(self) -> str:
+        return self.context.student_id
+
+    @pytest.fixture
+    def rng(self, request) -> torch.Generator:
+        """A generator seeded from the submission's seed and the check's name: same inputs on every regrade."""
+        digest = hashlib.sha256(f"{self.context.seed}:{request.node.name}".encode()).digest()
+        return torch.Generator().manual_seed(int.from_bytes(digest[:8], "big") >> 1)
+
+    # --- collection ---------------------------------------------------------------------------------
+
+    def pytest_configure(self, config):
+        config.addinivalue_line("markers", "autograde_check(grade_id, points): a graded check of one part")
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        for item in items:
+            assignment_id = Path(item.fspath).stem.removeprefix("test_")
+            mark = item.get_closest_marker("autograde_check")
+            if mark is None:
+                raise CheckConfigError(f"{item.nodeid} has no @check(grade_id, points) mark")
+            doc = (getattr(item.obj, "__doc__", None) or "").strip().splitlines()
+            spec = CheckSpec(item.name, mark.kwargs["grade_id"], float(mark.kwargs["points"]), doc[0] if doc else item.name)
+            self.items.setdefault(assignment_id, []).append(item)
+            self.specs.setdefault(assignment_id, []).append(spec)
+        for assignment_id, parts in self.expected_points.items():
+            totals: dict[str, float] = {}
+            for spec in self.specs.get(assignment_id, []):
+                if spec.grade_id not in parts:
+                    raise CheckConfigError(f"{assignment_id}: check {spec.name} scores unknown part {spec.grade_id!r}")
+                totals[spec.grade_id] = totals.get(spec.grade_id, 0.0) + spec.points
+            for grade_id, points in parts.items():
+                if abs(totals.get(grade_id, 0.0) - points) > 1e-9:
+                    raise CheckConfigError(
+                        f"{assignment_id}: the checks of {grade_id} add up to {totals.get(grade_id, 0.0):g} points, "
+                        f"the grade cell says {points:g}"
+                    )
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.error = CheckConfigError(f"cannot collect {report.nodeid}: {report.longreprtext[-2000:]}")
+
+    # --- the run loop -------------------------------------------------------------------------------
+
+    def pytest_runtestloop(self, session):
+        if self.error is not None:
+            return True
+        try:
+            for job in self.jobs:
+                self.grade_job(job, self.run_checks)
+        except BaseException as exc:  # keep it for the caller: pytest would turn it into an exit code
+            self.error = exc
+        return True
+
+    def run_checks(self, context: CheckContext) -> list[CheckOutcome]:
+        self.context = context
+        outcomes = []
+        try:
+            for item, spec in zip(self.items.get(context.assignment_id, []), self.specs.get(context.assignment_id, [])):
+                outcomes.append(self._run_item(item, spec))
+        finally:
+            self.context = None
+        return outcomes
+
+    def _run_item(self, item, spec: CheckSpec) -> CheckOutcome:
+        self._failure = None
+        item._initrequest()  # fresh fixtures, as for a rerun
+        started = time.perf_counter()
+        reports = runtestprotocol(item, log=False, nextitem=None)
+        seconds = time.perf_counter() - started
+        if all(r.passed for r in reports):
+            return CheckOutcome(spec, True, "通过", {}, None, seconds)
+        failure = self._failure
+        if isinstance(failure, CheckFailed):
+            return CheckOutcome(spec, False, failure.message, failure.details, failure.diagnosis, seconds)
+        if isinstance(failure, AssertionError):  # a plain assert in a check: its message is for the student
+            return CheckOutcome(spec, False, str(failure).split("\n")[0][:300] or "未通过", {}, None, seconds)
+        # anything else is a bug in the check itself, not the student's fault
+        text = next((r.longreprtext for r in reports if r.failed), "")
+        raise CheckConfigError(f"check {item.nodeid} crashed: {text[-3000:]}")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        if call.excinfo is not None and call.when in ("setup", "call") and self._failure is None:
+            self._failure = call.excinfo.value
+        yield
+
+
+def run_pytest(plugin: GradingPlugin, assignment_ids: list[str]) -> None:
+    """Collect the check modules of `assignment_ids` and hand the run loop to `plugin`."""
+    paths = [str(check_module(a)) for a in assignment_ids]
+    args = [
+        *paths, "-s", "-p", "no:terminal", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist",
+        "--rootdir", str(CHECKS_DIR), "-c", os.devnull, "-o", "addopts=",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning",
+    ]
+    code = pytest.main(args, plugins=[plugin])
+    if plugin.error is not None:
+        raise plugin.error
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED, pytest.ExitCode.TESTS_FAILED):
+        raise CheckConfigError(f"pytest could not run the checks (exit code {int(code)})")

@@ -1,0 +1,135 @@
+"""Grade submissions: read, run in the sandbox, check against the references, score per part.
+
+    from autograder.engine import grade_submission
+    result = grade_submission("submitted/alice/rmsnorm/rmsnorm.ipynb", "rmsnorm", "alice")
+    result.score, result.max_score, [(p.grade_id, p.score) for p in result.parts]
+
+A batch (`grade_batch`) collects the checks once and grades the submissions one after another;
+one submission's failure, whatever it is, becomes that submission's status, never the batch's.
+"""
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder import REPO_ROOT, __version__
+from autograder.assignments import Assignment, load_assignment
+from autograder.checks.plugin import CheckContext, CheckOutcome, GradingPlugin, run_pytest
+from autograder.course import course_secret, student_seed
+from autograder.notebook_run import NotebookRun, SandboxGaveUp
+from autograder.probes import StudentCode
+from autograder.reading import UnreadableNotebook, prepare
+from autograder.results import STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult, SubmissionResult
+from autograder.sandbox import environment, tiers
+from autograder.sandbox.process import Limits, SandboxError
+
+
+@dataclass(frozen=True)
+class GradingOptions:
+    limits: Limits = field(default_factory=Limits)
+    tier: str | None = None  # None: the strongest tier that works here
+    allow_weak_sandbox: bool = False  # accept the rlimits-only tier when nothing stronger works
+    secret: bytes | None = None  # None: course_secret()
+    root: Path = REPO_ROOT
+
+
+@dataclass(frozen=True)
+class Submission:
+    notebook: Path
+    assignment_id: str
+    student_id: str
+
+
+def grade_submission(notebook: str | Path, assignment_id: str, student_id: str,
+                     options: GradingOptions = GradingOptions()) -> SubmissionResult:
+    return grade_batch([Submission(Path(notebook), assignment_id, student_id)], options)[0]
+
+
+def grade_batch(submissions: Iterable[Submission], options: GradingOptions = GradingOptions(),
+                on_result: Callable[[SubmissionResult], None] | None = None) -> list[SubmissionResult]:
+    submissions = list(submissions)
+    assignment_ids = sorted({s.assignment_id for s in submissions})
+    assignments = {a: load_assignment(a, options.root) for a in assignment_ids}
+    grader = Grader(options)
+    results: list[SubmissionResult] = []
+
+    def grade_job(submission: Submission, run_checks):
+        result = grader.grade(submission, assignments[submission.assignment_id], run_checks)
+        results.append(result)
+        if on_result:
+            on_result(result)
+
+    expected = {a: {p.grade_id: p.points for p in spec.parts if not p.written} for a, spec in assignments.items()}
+    run_pytest(GradingPlugin(submissions, grade_job, expected), assignment_ids)
+    return results
+
+
+class Grader:
+    """Grades one submission at a time; holds what is shared by the batch."""
+
+    def __init__(self, options: GradingOptions):
+        self.options = options
+        self.secret = options.secret or course_secret(options.root)
+        self.environment = environment.locate()
+        probe_uid = 65534 if os.geteuid() == 0 else None
+        self.tier = tiers.choose(options.tier, options.allow_weak_sandbox, probe_uid)
+
+    def grade(self, submission: Submission, assignment: Assignment, run_checks) -> SubmissionResult:
+        started = time.monotonic()
+        seed = student_seed(self.secret, assignment.id, submission.student_id)
+        result = SubmissionResult(
+            student_id=submission.student_id, assignment_id=assignment.id, status=STATUS_GRADED, score=0.0,
+            max_score=assignment.max_score, tier=self.tier, seed=seed, grader_version=__version__,
+            notebook=str(submission.notebook),
+        )
+        try:
+            prepared = prepare(submission.notebook, assignment)
+        except UnreadableNotebook as exc:
+            result.status, result.message = STATUS_ERROR, exc.message
+            result.parts = [self._unanswered(p, exc.message) for p in assignment.parts]
+            result.seconds = time.monotonic() - started
+            return result
+
+        run = NotebookRun(self.environment, self.tier, self.options.limits, submission.student_id, prepared.cells)
+        try:
+            try:
+                result.cells = run.start()
+            except (SandboxGaveUp, SandboxError) as exc:
+                result.cells = run.cell_runs + [CellRun(c.index, c.grade_id, False, "NotRun", str(exc))
+                                                for c in prepared.cells[len(run.cell_runs):]]
+            student = StudentCode(run, submission.student_id, assignment.id, seed, self.options.limits.probe_timeout)
+            outcomes = run_checks(CheckContext(student, assignment.id, submission.student_id, seed))
+        finally:
+            run.close()
+        result.parts = self._score(assignment, outcomes, prepared)
+        result.score = sum(p.score for p in result.parts)
+        result.seconds = time.monotonic() - started
+        return result
+
+    @staticmethod
+    def _unanswered(part, message: str) -> PartResult:
+        return PartResult(part.grade_id, 0.0, part.points, [], answered=False, message=message)
+
+    @staticmethod
+    def _score(assignment: Assignment, outcomes: list[CheckOutcome], prepared) -> list[PartResult]:
+        parts = []
+        for part in assignment.parts:
+            if part.written:
+                answer = prepared.written_answers.get(part.grade_id, "")
+                parts.append(PartResult(part.grade_id, 0.0, part.points, [], answered=bool(answer.strip()),
+                                        message="书面回答，由老师阅读，不计分"))
+                continue
+            checks = [
+                CheckResult(name=o.spec.name, grade_id=part.grade_id, passed=o.passed,
+                            points=o.spec.points if o.passed else 0.0, max_points=o.spec.points,
+                            description=o.spec.description, message=o.message, details=o.details,
+                            diagnosis=o.diagnosis, seconds=o.seconds)
+                for o in outcomes if o.spec.grade_id == part.grade_id
+            ]
+            found = any(cell_id in prepared.answer_cells_found for cell_id in part.answer_cells)
+            message = "" if found else "未找到该题的答案单元格（可能被删除了）；评分时仍按函数名查找你的代码"
+            parts.append(PartResult(part.grade_id, sum(c.points for c in checks), part.points, checks,
+                                    answered=found, message=message))
+        return parts

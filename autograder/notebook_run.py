@@ -1,0 +1,99 @@
+"""The student's notebook running in a sandbox: every code cell once, in order, then the probes.
+
+Each cell has its own time budget and a failing cell does not stop the rest, as in nbgrader. A
+cell that hangs past its budget or kills the process costs only itself: the sandbox is started
+again and the cells before it are replayed, without it. The same happens when a probe kills the
+process. A submission gets a bounded number of restarts.
+"""
+
+import time
+from dataclasses import dataclass
+
+from autograder.reading import CodeCell
+from autograder.results import CellRun
+from autograder.sandbox.environment import SandboxEnvironment
+from autograder.sandbox.process import Limits, Reply, Sandbox, SandboxError
+
+MAX_RESTARTS = 4
+
+
+class SandboxGaveUp(SandboxError):
+    kind = "gave_up"
+
+
+@dataclass
+class NotebookRun:
+    environment: SandboxEnvironment
+    tier: str
+    limits: Limits
+    student_id: str
+    cells: list[CodeCell]
+
+    def __post_init__(self):
+        self.sandbox: Sandbox | None = None
+        self.skipped: set[int] = set()  # cells that hung or crashed the process
+        self.restarts = 0
+        self.cell_runs: list[CellRun] = []
+
+    def start(self) -> list[CellRun]:
+        self._launch()
+        for cell in self.cells:
+            self.cell_runs.append(self._run_first_time(cell))
+        return self.cell_runs
+
+    def _launch(self):
+        self.sandbox = Sandbox(self.environment, self.tier, self.limits, env={"JUPYTERHUB_USER": self.student_id})
+        self.sandbox.start()
+
+    def _exec(self, cell: CodeCell) -> Reply:
+        return self.sandbox.request({"op": "exec_cell", "source": cell.source, "cell": cell.index}, None,
+                                    self.limits.cell_timeout)
+
+    def _run_first_time(self, cell: CodeCell) -> CellRun:
+        started = time.monotonic()
+        try:
+            reply = self._exec(cell)
+        except SandboxError as exc:
+            self.skipped.add(cell.index)
+            kind = "Timeout" if exc.kind == "timeout" else "Crash"
+            self.restart()
+            return CellRun(cell.index, cell.grade_id, False, kind, str(exc), time.monotonic() - started)
+        error = reply.error or {}
+        return CellRun(cell.index, cell.grade_id, reply.ok, error.get("type"), error.get("message", ""), reply.seconds)
+
+    def restart(self):
+        """A fresh sandbox with the cells run so far, minus those that hung or crashed."""
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+        self.restarts += 1
+        if self.restarts > MAX_RESTARTS:
+            raise SandboxGaveUp(f"the sandbox was restarted {MAX_RESTARTS} times")
+        self._launch()
+        done = {run.index for run in self.cell_runs}
+        for cell in self.cells:
+            if cell.index in done and cell.index not in self.skipped:
+                try:
+                    self._exec(cell)
+                except SandboxError:
+                    # it ran before; if it fails now, it is nondeterministic: skip it too
+                    self.skipped.add(cell.index)
+                    return self.restart()
+
+    def request(self, header: dict, values: dict | None, timeout: float) -> Reply:
+        """A probe. If it kills or hangs the sandbox, the sandbox is restarted for the next one."""
+        if self.sandbox is None:
+            raise SandboxGaveUp("the sandbox is not running")
+        try:
+            return self.sandbox.request(header, values, timeout)
+        except SandboxError:
+            try:
+                self.restart()
+            except SandboxGaveUp:
+                self.sandbox = None
+            raise
+
+    def close(self):
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None

@@ -1,0 +1,129 @@
+"""What a check may ask of the student's code, and the failures it gets back as Chinese messages.
+
+A check never touches the student's objects: it sends plain tensors and numbers through the
+sandbox and receives plain data (autograder.sandbox.wire), already checked for size and dtype.
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+
+from autograder.sandbox.process import SandboxError
+from autograder.sandbox.wire import Unsupported
+
+
+class CheckFailed(Exception):
+    """A check did not pass. `message` is for the student (Chinese); `details` are plain facts."""
+
+    def __init__(self, message: str, details: dict | None = None, diagnosis: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+        self.diagnosis = diagnosis
+
+
+class NotAnswered(CheckFailed):
+    """The answer is missing: the name is not defined, or it still raises NotImplementedError."""
+
+
+class StudentCodeFailed(CheckFailed):
+    """The student's code raised, hung, or took the process down."""
+
+
+@dataclass
+class ModuleRun:
+    """What one module probe brought back."""
+
+    param_shapes: dict[str, list[int]]
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+    load_error: str | None
+    state: dict[str, torch.Tensor] | None = None
+    outputs: object = None
+    input_grads: list = field(default_factory=list)
+    param_grads: dict = field(default_factory=dict)
+
+
+def module_arg(class_name: str, *init_args, state_dict=None, dtype=None, **init_kwargs) -> dict:
+    """An argument that stands for the student's `class_name(*init_args)` loaded with `state_dict`."""
+    return {"$module": {"class": class_name, "init_args": list(init_args), "init_kwargs": init_kwargs,
+                        "state_dict": state_dict, "dtype": _dtype_name(dtype)}}
+
+
+def probe_net_arg(state_dict: dict, d_model: int, num_layers: int, dtype=torch.float64) -> dict:
+    """An argument that stands for a small tanh MLP with a `layers` ModuleList and the given weights."""
+    return {"$probe_net": {"d_model": d_model, "num_layers": num_layers, "dtype": _dtype_name(dtype),
+                           "state_dict": state_dict}}
+
+
+def _dtype_name(dtype):
+    return None if dtype is None else str(dtype).removeprefix("torch.")
+
+
+class StudentCode:
+    """The probes a check can send to the notebook running in the sandbox."""
+
+    def __init__(self, run, student_id: str, assignment_id: str, seed: int, probe_timeout: float):
+        self._run = run
+        self.student_id = student_id
+        self.assignment_id = assignment_id
+        self.seed = seed
+        self.probe_timeout = probe_timeout
+
+    def call(self, name: str, *args, **kwargs):
+        """`name(*args, **kwargs)` in the student's notebook; returns the (plain) result."""
+        return self._ask({"op": "call", "name": name}, {"args": list(args), "kwargs": kwargs}, f"{name}(...)")
+
+    def variable(self, name: str):
+        return self._ask({"op": "variable", "name": name}, None, name)
+
+    def module(self, class_name: str, init_args=(), init_kwargs=None, *, state_dict=None, dtype=None,
+               method=None, args=(), kwargs=None, grad_outputs=None, requires_grad=(),
+               return_state=False) -> ModuleRun:
+        """Build the student's module, load `state_dict`, run `method(*args)` and backward with `grad_outputs`."""
+        header = {"op": "module", "class": class_name, "dtype": _dtype_name(dtype), "method": method,
+                  "return_state": return_state}
+        values = {"init_args": list(init_args), "init_kwargs": init_kwargs or {}, "state_dict": state_dict,
+                  "args": list(args), "kwargs": kwargs or {}, "grad_outputs": grad_outputs,
+                  "requires_grad": list(requires_grad)}
+        result = self._ask(header, values, f"{class_name}(...)")
+        if not isinstance(result, dict) or "load" not in result:
+            raise StudentCodeFailed(f"`{class_name}` 的运行结果无法读取")
+        load = result["load"]
+        return ModuleRun(
+            param_shapes=result.get("param_shapes", {}), missing_keys=load.get("missing", []),
+            unexpected_keys=load.get("unexpected", []), load_error=load.get("error"), state=result.get("state"),
+            outputs=result.get("outputs"), input_grads=result.get("input_grads", []),
+            param_grads=result.get("param_grads", {}),
+        )
+
+    def _ask(self, header: dict, values, what: str):
+        try:
+            reply = self._run.request(header, values, self.probe_timeout)
+        except SandboxError as exc:
+            if exc.kind == "timeout":
+                raise StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
+                                        {"timeout_seconds": self.probe_timeout}) from None
+            raise StudentCodeFailed(f"运行 `{what}` 时你的代码让进程退出或崩溃了（{exc}）") from None
+        if reply.ok:
+            return reply.result
+        error = reply.error or {}
+        kind, message = error.get("type", "Error"), error.get("message", "")
+        name = header.get("name") or header.get("class")
+        if kind == "NotDefined":
+            raise NotAnswered(f"未找到该题的答案：笔记本里没有定义 `{message or name}`", {"missing": message or name})
+        if kind == "NotImplementedError":
+            raise NotAnswered(f"这一题还没有作答：`{name}` 仍然是 raise NotImplementedError()")
+        if kind == "Timeout":
+            raise StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
+                                    {"timeout_seconds": self.probe_timeout})
+        detail = {"exception": kind, "exception_message": message[:500]}
+        if error.get("traceback"):
+            detail["traceback"] = error["traceback"][:2000]
+        raise StudentCodeFailed(f"运行 `{what}` 时你的代码抛出了 {kind}: {message[:300]}", detail)
+
+
+def describe_value(value) -> str:
+    if isinstance(value, Unsupported):
+        return value.type_name
+    return type(value).__name__

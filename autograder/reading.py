@@ -1,0 +1,120 @@
+"""Read a submitted notebook into the code the sandbox will run, without trusting anything in it.
+
+Cells are matched by nbgrader grade_id, never by position; saved outputs are ignored; IPython
+magics and shell escapes are neutralised; the grade cells (the visible self-checks) are not run.
+A notebook that cannot be read raises UnreadableNotebook with a message for the student.
+"""
+
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder.assignments import Assignment
+
+MAX_NOTEBOOK_BYTES = 64 * 1024**2
+MAX_CELL_CHARS = 1024**2
+
+
+class UnreadableNotebook(Exception):
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class CodeCell:
+    index: int  # position in the submitted notebook
+    grade_id: str | None
+    source: str
+
+
+@dataclass
+class PreparedNotebook:
+    cells: list[CodeCell]
+    answer_cells_found: set[str] = field(default_factory=set)
+    written_answers: dict[str, str] = field(default_factory=dict)  # markdown answers, for the report
+
+
+_MAGIC = re.compile(r"^(\s*)(%|!)")
+
+
+def neutralise_magics(source: str) -> str:
+    """Lines that start with %, %% or ! become `pass` (IPython syntax is not Python)."""
+    lines = source.split("\n")
+    if lines and lines[0].lstrip().startswith("%%"):
+        return "\n".join("# " + line for line in lines)  # a cell magic owns the whole cell
+    out = []
+    for line in lines:
+        match = _MAGIC.match(line)
+        out.append(f"{match.group(1)}pass  # IPython: {line.strip()[:60]}" if match else line)
+    return "\n".join(out)
+
+
+def load_notebook_bytes(path: Path) -> bytes:
+    """The file's bytes, refusing links and special files (a submission may be a link to a secret)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UnreadableNotebook(f"无法打开提交的文件（{exc.strerror}）；请重新提交一个 .ipynb 文件") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableNotebook("提交的不是一个普通文件；请重新提交 .ipynb 文件")
+        if info.st_size > MAX_NOTEBOOK_BYTES:
+            raise UnreadableNotebook(
+                f"笔记本太大（{info.st_size // 1024**2} MiB，上限 {MAX_NOTEBOOK_BYTES // 1024**2} MiB）："
+                "请清除输出（Kernel → Restart & Clear Output）后重新提交"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(MAX_NOTEBOOK_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def parse_notebook(data: bytes):
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UnreadableNotebook("笔记本文件不是 UTF-8 编码，可能已损坏；请用 Jupyter 重新保存后提交") from None
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise UnreadableNotebook(f"笔记本文件不是有效的 JSON，可能已损坏（{str(exc)[:80]}）；请用 Jupyter 重新保存后提交") from None
+    if not isinstance(raw, dict) or "nbformat" not in raw:
+        raise UnreadableNotebook("这不是一个 Jupyter 笔记本（缺少 nbformat 字段）；请提交作业的 .ipynb 文件")
+    for cell in raw.get("cells", []) if isinstance(raw.get("cells"), list) else []:
+        if isinstance(cell, dict):
+            cell.pop("outputs", None)  # saved outputs are never looked at
+    try:
+        nb = nbformat.reads(json.dumps(raw), as_version=4)
+    except Exception as exc:  # nbformat raises many kinds on a foreign or broken notebook
+        raise UnreadableNotebook(f"无法读取这个笔记本（{type(exc).__name__}）；请用 Jupyter 重新保存后提交") from None
+    if not isinstance(nb.get("cells"), list):
+        raise UnreadableNotebook("笔记本里没有单元格列表；请提交作业的 .ipynb 文件")
+    return nb
+
+
+def prepare(path: Path, assignment: Assignment) -> PreparedNotebook:
+    nb = parse_notebook(load_notebook_bytes(Path(path)))
+    prepared = PreparedNotebook(cells=[])
+    answer_ids = {cell_id for part in assignment.parts for cell_id in part.answer_cells}
+    for index, cell in enumerate(nb.cells):
+        if not isinstance(cell, dict):
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell.get("metadata"), dict) else {}
+        grade_id = meta.get("grade_id") if isinstance(meta, dict) and isinstance(meta.get("grade_id"), str) else None
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        if grade_id in answer_ids:
+            prepared.answer_cells_found.add(grade_id)
+        if cell.get("cell_type") == "markdown" and grade_id in answer_ids:
+            prepared.written_answers[grade_id] = source[:20000]
+        if cell.get("cell_type") != "code" or grade_id in assignment.grade_cells:
+            continue
+        prepared.cells.append(CodeCell(index, grade_id, neutralise_magics(source[:MAX_CELL_CHARS])))
+    return prepared

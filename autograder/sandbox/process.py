@@ -1,0 +1,265 @@
+"""One sandboxed process running one student's code: start, request with a deadline, kill.
+
+The grader talks to runner.py over two pipes in wire.py's format. Every read has a deadline; a
+process that misses it, dies, or sends a malformed frame is killed as a whole (its process group,
+its PID namespace where the tier has one, and every process of its uid).
+"""
+
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from autograder.sandbox import uids, wire
+from autograder.sandbox.environment import SandboxEnvironment
+from autograder.sandbox.tiers import COMMANDS, LaunchSpec
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Budgets and caps for one submission's sandbox."""
+
+    cell_timeout: float = 30.0  # seconds of wall clock per notebook cell
+    probe_timeout: float = 30.0  # seconds per probe (a call, a module forward/backward)
+    startup_timeout: float = 60.0  # starting Python and importing torch
+    grace: float = 3.0  # beyond a budget, before the process is killed from outside
+    memory_bytes: int = 4 * 1024**3  # RLIMIT_AS
+    cpu_seconds: int = 900  # RLIMIT_CPU, for the whole process
+    file_bytes: int = 64 * 1024**2  # RLIMIT_FSIZE, per file
+    scratch_bytes: int = 256 * 1024**2  # the private tmpfs (bubblewrap tier)
+    processes: int = 64  # RLIMIT_NPROC: processes and threads of the sandbox uid
+    open_files: int = 256  # RLIMIT_NOFILE
+    max_reply_bytes: int = 256 * 1024**2
+    max_elements: int = 32 * 1024**2  # per tensor
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class SandboxError(Exception):
+    """The sandbox could not answer: it died, timed out or broke the protocol."""
+
+    kind = "error"
+
+
+class SandboxDied(SandboxError):
+    kind = "died"
+
+
+class SandboxTimeout(SandboxError):
+    kind = "timeout"
+
+
+class SandboxProtocolError(SandboxError):
+    kind = "protocol"
+
+
+@dataclass
+class Reply:
+    ok: bool
+    result: object = None
+    error: dict | None = None
+    output: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Sandbox:
+    environment: SandboxEnvironment
+    tier: str
+    limits: Limits
+    env: dict = field(default_factory=dict)  # extra environment for the student's code (JUPYTERHUB_USER)
+
+    def __post_init__(self):
+        self.process = None
+        self.lease = None
+        self.scratch = None
+        self.info = {}
+        self._requests = self._replies = None
+        self._next_id = 0
+
+    # --- lifetime ---------------------------------------------------------------------------------
+
+    def start(self) -> dict:
+        if os.geteuid() == 0:
+            self.lease = uids.acquire()
+        uid = self.lease.uid if self.lease else None
+        try:
+            return self._start(uid)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, uid):
+        if self.tier != "bubblewrap":
+            self.scratch = tempfile.mkdtemp(prefix="autograde-scratch-")
+            if uid is not None:
+                os.chown(self.scratch, uid, uid)
+            os.chmod(self.scratch, 0o700)
+        spec = LaunchSpec(
+            python=str(self.environment.python), site=str(self.environment.site),
+            runner_dir=str(self.environment.runner_dir), scratch=self.scratch,
+            scratch_bytes=self.limits.scratch_bytes, env=self._student_env(),
+        )
+        req_read, req_write = os.pipe()
+        rep_read, rep_write = os.pipe()
+        config = {"fd_in": req_read, "fd_out": rep_write, "max_request_bytes": self.limits.max_reply_bytes,
+                  "max_elements": self.limits.max_elements}
+        cmd, config = COMMANDS[self.tier](spec, uid, config)
+        limits, nproc_base = self.limits, 0 if uid is not None else len(uids.processes_of(os.getuid()))
+
+        def set_limits():  # runs in the child between fork and exec
+            for which, value in (
+                (resource.RLIMIT_AS, limits.memory_bytes), (resource.RLIMIT_CPU, limits.cpu_seconds),
+                (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_NOFILE, limits.open_files),
+                (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, nproc_base + limits.processes),
+            ):
+                resource.setrlimit(which, (value, value))
+
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            self.process = subprocess.Popen(
+                cmd + [json.dumps(config)], pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=self._stderr, env=self._launcher_env(spec),
+                cwd=self.scratch or "/", preexec_fn=set_limits, start_new_session=True,
+            )
+        finally:
+            os.close(req_read)
+            os.close(rep_write)
+        self._requests, self._replies = req_write, rep_read
+        os.set_blocking(self._requests, False)
+        header, _ = self._read(time.monotonic() + self.limits.startup_timeout)
+        if header.get("op") != "ready":
+            raise SandboxProtocolError("the sandbox did not start properly")
+        self.info = header
+        return header
+
+    def _student_env(self) -> dict:
+        return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1",
+                "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg", **self.env}
+
+    def _launcher_env(self, spec: LaunchSpec) -> dict:
+        env = dict(spec.env)
+        if self.scratch:
+            env.update(HOME=self.scratch, MPLCONFIGDIR=self.scratch, TMPDIR=self.scratch)
+        return env
+
+    def close(self) -> None:
+        """Kill everything the sandbox started and give its uid back."""
+        if self.process is not None:
+            if self.process.poll() is None:
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                self.process.kill()
+            self.process.wait()
+            self.process = None
+        for fd in (self._requests, self._replies):
+            if fd is not None:
+                os.close(fd)
+        self._requests = self._replies = None
+        if self.lease is not None:
+            self.lease.release()  # kills whatever is left under the uid (double-forked daemons)
+            self.lease = None
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
+    def startup_errors(self) -> str:
+        try:
+            self._stderr.seek(0)
+            return self._stderr.read(4000).decode("utf-8", "replace")
+        except (OSError, ValueError, AttributeError):
+            return ""
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- requests ---------------------------------------------------------------------------------
+
+    def request(self, header: dict, values: dict | None, timeout: float) -> Reply:
+        """Send one request and wait for its reply; the runner's own timer gets `timeout`."""
+        if self.process is None:
+            raise SandboxDied("the sandbox is not running")
+        self._next_id += 1
+        header = dict(header, id=self._next_id, timeout=timeout)
+        deadline = time.monotonic() + timeout + self.limits.grace
+        self._write(header, values, deadline)
+        reply, reply_values = self._read(deadline)
+        if reply.get("id") != self._next_id:
+            raise SandboxProtocolError("the reply does not answer the request")
+        result = reply_values.get("result") if isinstance(reply_values, dict) else None
+        return Reply(ok=bool(reply.get("ok")), result=result, error=reply.get("error"),
+                     output=str(reply.get("output", ""))[:20000], seconds=float(reply.get("seconds", 0.0)))
+
+    def _write(self, header, values, deadline):
+        buffers: list[bytes] = []
+        header = dict(header)
+        if values is not None:
+            header["values"] = wire.encode(values, buffers)
+        header["buffers"] = [len(b) for b in buffers]
+        raw = json.dumps(header, allow_nan=False).encode()
+        for chunk in [struct.pack(">I", len(raw)) + raw, *buffers]:
+            view = memoryview(chunk)
+            while view:
+                self._wait(self._requests, deadline, writable=True)
+                try:
+                    view = view[os.write(self._requests, view):]
+                except BrokenPipeError:
+                    raise SandboxDied("the sandbox closed its end of the pipe") from None
+                except BlockingIOError:
+                    continue
+
+    def _read(self, deadline):
+        (length,) = struct.unpack(">I", self._read_exact(4, deadline))
+        if length > wire.MAX_HEADER_BYTES:
+            raise SandboxProtocolError(f"reply header of {length} bytes")
+        try:
+            header, sizes = wire.parse_header(self._read_exact(length, deadline), self.limits.max_reply_bytes)
+            buffers = [self._read_exact(n, deadline) for n in sizes]
+            values = wire.decode(header["values"], buffers, self.limits.max_elements) if "values" in header else None
+        except wire.WireError as exc:
+            raise SandboxProtocolError(str(exc)) from None
+        return header, values
+
+    def _read_exact(self, n, deadline) -> bytes:
+        chunks, remaining = [], n
+        while remaining:
+            self._wait(self._replies, deadline)
+            chunk = os.read(self._replies, min(remaining, 1 << 20))
+            if not chunk:
+                raise SandboxDied(self._death_reason())
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def _wait(self, fd, deadline, writable=False):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise SandboxTimeout("no answer within the time budget")
+        ready = select.select([], [fd], [], remaining) if writable else select.select([fd], [], [], remaining)
+        if not (ready[1] if writable else ready[0]):
+            raise SandboxTimeout("no answer within the time budget")
+
+    def _death_reason(self) -> str:
+        code = self.process.poll() if self.process else None
+        if code is None:
+            try:
+                code = self.process.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                return "the sandbox closed its pipe"
+        if code < 0:
+            return f"the sandbox was killed by signal {signal.Signals(-code).name}"
+        return f"the sandbox exited with status {code}"

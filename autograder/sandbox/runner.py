@@ -1,0 +1,312 @@
+"""The sandbox side: run one student's notebook code, then answer the grader's probes.
+
+Started by the grader as `python -I -S runner.py CONFIG_JSON` inside the sandbox, with two pipes
+(requests in, replies out) and nothing of the course in view. It imports only the standard
+library, torch and wire.py (which sits next to it). Everything it sends is plain data in wire.py's
+format; pass/fail is never decided here, so whatever the student's code does to this process
+(monkeypatching, exiting, forging output) can at most make its own answers wrong.
+
+Requests (op):
+    exec_cell  {"source", "cell", "timeout"}          run one code cell in the notebook's namespace
+    call       {"name", "timeout"} + values {"args", "kwargs"}
+    module     {"class", "dtype", "method", "timeout", "backward", "return_state"}
+               + values {"init_args", "init_kwargs", "state_dict", "args", "kwargs", "grad_outputs",
+                         "requires_grad"}: build, load weights, run forward and backward
+    variable   {"name"}
+    exit       {}
+"""
+
+import builtins
+import ctypes
+import io
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+
+OUTPUT_CAP = 16 * 1024
+
+
+class Timeout(BaseException):
+    """The time budget of one cell or probe ran out (a BaseException: `except Exception` can't swallow it)."""
+
+
+class NotDefined(Exception):
+    pass
+
+
+class CappedWriter(io.TextIOBase):
+    """Stands in for stdout/stderr: keeps the first OUTPUT_CAP characters, counts the rest."""
+
+    def __init__(self):
+        self.parts, self.kept, self.dropped = [], 0, 0
+
+    def write(self, text):
+        text = str(text)
+        room = OUTPUT_CAP - self.kept
+        if room > 0:
+            self.parts.append(text[:room])
+            self.kept += min(room, len(text))
+        self.dropped += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def text(self):
+        tail = f"\n[... {self.dropped} more characters not shown]" if self.dropped else ""
+        return "".join(self.parts) + tail
+
+
+def _on_alarm(signum, frame):
+    raise Timeout()
+
+
+def _with_timeout(seconds, fn, *args, **kwargs):
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, max(float(seconds), 0.001))
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _describe(exc):
+    """Type, message and the student's part of the traceback, defensively (their __str__ may misbehave)."""
+    try:
+        message = str(exc)[:2000]
+    except BaseException:
+        message = "<unprintable exception>"
+    try:
+        frames = traceback.extract_tb(exc.__traceback__)
+        student = [f for f in frames if f.filename.startswith("<cell")]
+        lines = traceback.format_list(student[-6:])
+        trace = "".join(lines)[:4000]
+    except BaseException:
+        trace = ""
+    return {"type": type(exc).__name__, "message": message, "traceback": trace}
+
+
+# --- Landlock (the fallback tier's file-system, network and signal fence) -------------------------
+
+_LANDLOCK_SYSCALLS = (444, 445, 446)  # create_ruleset, add_rule, restrict_self (same on all arches)
+_FS_READ = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read_file, read_dir
+_FS_ALL_V1 = (1 << 13) - 1
+
+
+def apply_landlock(read_paths, write_paths):
+    """Allow reading `read_paths` and writing `write_paths` only; no TCP; no signals out (ABI >= 6)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    create, add_rule, restrict = _LANDLOCK_SYSCALLS
+    abi = libc.syscall(create, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    if abi < 1:
+        raise OSError(ctypes.get_errno(), "Landlock is not available")
+    handled_fs = _FS_ALL_V1
+    if abi >= 2:
+        handled_fs |= 1 << 13  # refer
+    if abi >= 3:
+        handled_fs |= 1 << 14  # truncate
+    handled_net = 0b11 if abi >= 4 else 0  # bind and connect TCP: nothing allowed
+    scoped = 0b11 if abi >= 6 else 0  # abstract unix sockets and signals stay inside the domain
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                    ("scoped", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    attr = RulesetAttr(handled_fs, handled_net, scoped)
+    size = ctypes.sizeof(RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
+    ruleset = libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    for paths, access in ((read_paths, _FS_READ), (write_paths, handled_fs)):
+        for path in paths:
+            if not os.path.exists(path):
+                continue
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            allowed = access if os.path.isdir(path) else access & ((1 << 0) | (1 << 1) | (1 << 2) | (1 << 14))
+            rule = PathBeneath(allowed, fd)
+            if libc.syscall(add_rule, ruleset, 1, ctypes.byref(rule), 0) != 0:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+            os.close(fd)
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+    if libc.syscall(restrict, ruleset, 0) != 0:
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    os.close(ruleset)
+    return abi
+
+
+# --- the notebook and the probes ------------------------------------------------------------------
+
+
+class Runner:
+    def __init__(self, torch, wire, limits):
+        self.torch, self.wire, self.limits = torch, wire, limits
+        self.namespace = {"__name__": "__main__", "__builtins__": builtins}
+
+    def lookup(self, name):
+        if name not in self.namespace:
+            raise NotDefined(name)
+        return self.namespace[name]
+
+    def exec_cell(self, header, values):
+        source = header["source"]
+        code = compile(source, f"<cell {header.get('cell', '?')}>", "exec")
+        _with_timeout(header["timeout"], exec, code, self.namespace)
+        return None
+
+    def call(self, header, values):
+        fn = self.lookup(header["name"])
+        args = [self.materialise(a) for a in values.get("args", [])]
+        kwargs = {k: self.materialise(v) for k, v in values.get("kwargs", {}).items()}
+        self.torch.manual_seed(0)
+        return _with_timeout(header["timeout"], fn, *args, **kwargs)
+
+    def variable(self, header, values):
+        return self.lookup(header["name"])
+
+    def materialise(self, value):
+        """Arguments that stand for objects built here: the student's module with given weights, or a probe net."""
+        if isinstance(value, dict) and "$module" in value:
+            spec = value["$module"]
+            module, load = self.build_module(spec["class"], spec.get("init_args", []), spec.get("init_kwargs", {}),
+                                             spec.get("dtype"), spec.get("state_dict"))
+            if load["error"]:
+                raise ValueError(load["error"])
+            return module
+        if isinstance(value, dict) and "$probe_net" in value:
+            return self.probe_net(**value["$probe_net"])
+        return value
+
+    def build_module(self, class_name, init_args, init_kwargs, dtype, state_dict):
+        cls = self.lookup(class_name)
+        module = cls(*init_args, **init_kwargs)
+        if not isinstance(module, self.torch.nn.Module):
+            raise TypeError(f"{class_name}(...) is not an nn.Module")
+        if dtype:
+            module = module.to(getattr(self.torch, dtype))
+        load = {"missing": [], "unexpected": [], "error": None}
+        if state_dict is not None:
+            try:
+                result = module.load_state_dict(state_dict, strict=False)
+                load["missing"], load["unexpected"] = list(result.missing_keys), list(result.unexpected_keys)
+            except Exception as exc:  # e.g. a shape mismatch
+                load["error"] = _describe(exc)["message"][:1000]
+        return module, load
+
+    def module(self, header, values):
+        torch = self.torch
+        timeout = header["timeout"]
+        start = time.monotonic()
+
+        def remaining():
+            return max(timeout - (time.monotonic() - start), 0.001)
+
+        torch.manual_seed(0)
+        module, load = _with_timeout(remaining(), self.build_module, header["class"], values.get("init_args", []),
+                                     values.get("init_kwargs", {}), header.get("dtype"), values.get("state_dict"))
+        result = {"load": load, "param_shapes": {k: list(v.shape) for k, v in module.state_dict().items()}}
+        if header.get("return_state"):
+            result["state"] = {k: v.detach().clone() for k, v in module.state_dict().items()}
+        if load["error"] or not header.get("method"):
+            return result
+        args = [self.materialise(a) for a in values.get("args", [])]
+        kwargs = {k: self.materialise(v) for k, v in values.get("kwargs", {}).items()}
+        for index in values.get("requires_grad", []):
+            args[index] = args[index].detach().clone().requires_grad_(True)
+        module.zero_grad(set_to_none=True)
+        outputs = _with_timeout(remaining(), getattr(module, header["method"]), *args, **kwargs)
+        result["outputs"] = outputs
+        grad_outputs = values.get("grad_outputs")
+        if grad_outputs is not None:
+            produced = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+            pairs = [(o, g) for o, g in zip(produced, grad_outputs) if g is not None]
+            for out, _ in pairs:
+                if not isinstance(out, torch.Tensor) or not out.requires_grad:
+                    raise TypeError("the output does not carry a gradient (was it detached or computed with no_grad?)")
+            _with_timeout(remaining(), torch.autograd.backward, [o for o, _ in pairs], [g for _, g in pairs])
+            result["input_grads"] = [args[i].grad for i in values.get("requires_grad", [])]
+            result["param_grads"] = {name: p.grad for name, p in module.named_parameters()}
+        return result
+
+    def probe_net(self, d_model, num_layers, dtype, state_dict):
+        """A small tanh MLP with a `layers` ModuleList: an input for model-generic functions (not reference code)."""
+        torch = self.torch
+
+        class ProbeNet(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = torch.nn.ModuleList([torch.nn.Linear(d_model, d_model) for _ in range(num_layers)])
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = torch.tanh(layer(x))
+                return x
+
+        net = ProbeNet().to(getattr(torch, dtype))
+        net.load_state_dict(state_dict)
+        return net
+
+
+def main():
+    config = json.loads(sys.argv[1])
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [here, config["site"]]
+    fd_in, fd_out = config["fd_in"], config["fd_out"]
+    # the student's prints go to a capped buffer; C-level writes to fd 1 and 2 go nowhere
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.environ["MPLBACKEND"] = "Agg"
+    import torch  # noqa: E402  (after sys.path is set)
+
+    torch.set_num_threads(1)
+    import wire  # noqa: E402
+
+    landlock_abi = None
+    if config.get("landlock"):
+        landlock_abi = apply_landlock(config["landlock"]["read"], config["landlock"]["write"])
+    os.chdir(config.get("workdir", "/tmp"))
+
+    runner = Runner(torch, wire, config)
+    wire.write_frame(fd_out, {"op": "ready", "torch": torch.__version__, "python": sys.version.split()[0],
+                              "uid": os.getuid(), "pid": os.getpid(), "landlock_abi": landlock_abi})
+    handlers = {"exec_cell": runner.exec_cell, "call": runner.call, "module": runner.module,
+                "variable": runner.variable}
+    while True:
+        try:
+            header, values = wire.read_frame_blocking(fd_in, config["max_request_bytes"], config["max_elements"])
+        except EOFError:
+            return
+        op = header.get("op")
+        if op == "exit":
+            return
+        output = CappedWriter()
+        sys.stdout = sys.stderr = output
+        started = time.monotonic()
+        reply, reply_values = {"op": op, "id": header.get("id")}, None
+        try:
+            result = handlers[op](header, values or {})
+            reply["ok"] = True
+            reply_values = {"result": result}
+        except NotDefined as exc:
+            reply.update(ok=False, error={"type": "NotDefined", "message": str(exc), "traceback": ""})
+        except Timeout:
+            reply.update(ok=False, error={"type": "Timeout", "message": "", "traceback": ""})
+        except BaseException as exc:  # the student's SystemExit, KeyboardInterrupt, anything
+            reply.update(ok=False, error=_describe(exc))
+        finally:
+            sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        reply["seconds"] = time.monotonic() - started
+        reply["output"] = output.text()
+        try:
+            wire.write_frame(fd_out, reply, reply_values)
+        except BaseException as exc:  # a result that cannot be sent (e.g. too deep): say so instead
+            reply.update(ok=False, error={"type": "Unsendable", "message": _describe(exc)["message"], "traceback": ""})
+            wire.write_frame(fd_out, reply, None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""A small pool of unprivileged uids, one per live sandbox, emptied of processes before reuse.
+
+Only used when the grader runs as root (otherwise the sandbox keeps the grader's uid inside its
+user namespace). A uid is held with an exclusive file lock for the sandbox's lifetime, so two
+workers, or two processes of a Dask cluster on one machine, never share one; every process still
+running under it is killed on acquire and on release.
+"""
+
+import fcntl
+import os
+import signal
+import time
+from pathlib import Path
+
+FIRST_UID = int(os.environ.get("AUTOGRADE_UID_BASE", "61000"))
+POOL_SIZE = int(os.environ.get("AUTOGRADE_UID_POOL", "64"))
+LOCK_DIR = Path(os.environ.get("AUTOGRADE_UID_LOCKS", "/run/autograde-uids"))
+
+
+class UidPoolExhausted(Exception):
+    pass
+
+
+def processes_of(uid: int) -> list[int]:
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"Uid:"):
+                        if int(line.split()[1]) == uid:
+                            pids.append(int(entry.name))
+                        break
+        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
+            continue
+    return pids
+
+
+def kill_all(uid: int, attempts: int = 50) -> None:
+    """SIGKILL every process of `uid`, until none is left (a fork bomb is bounded by RLIMIT_NPROC)."""
+    if uid == 0:
+        raise ValueError("refusing to kill the processes of root")
+    for _ in range(attempts):
+        pids = processes_of(uid)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+
+
+class UidLease:
+    def __init__(self, uid: int, lock_fd: int):
+        self.uid, self._lock_fd = uid, lock_fd
+
+    def release(self) -> None:
+        if self._lock_fd is None:
+            return
+        kill_all(self.uid)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        os.close(self._lock_fd)
+        self._lock_fd = None
+
+
+def acquire() -> UidLease:
+    LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    start = os.getpid() % POOL_SIZE  # spread concurrent workers over the pool
+    for i in range(POOL_SIZE):
+        uid = FIRST_UID + (start + i) % POOL_SIZE
+        fd = os.open(LOCK_DIR / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        kill_all(uid)  # whatever a crashed grader left behind
+        return UidLease(uid, fd)
+    raise UidPoolExhausted(f"all {POOL_SIZE} sandbox uids from {FIRST_UID} are in use")
