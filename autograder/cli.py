@@ -1,5 +1,7 @@
 """The `autograde` command line: a thin layer over the Python API."""
 
+import os
+
 import typer
 
 from autograder import __version__, sync_solutions
@@ -17,6 +19,17 @@ def sync_solutions_command(
 ):
     """Rewrite the solution cells of assignments/ from the reference code in solutions/."""
     raise typer.Exit(sync_solutions.main(["--check"] if check else []))
+
+
+@app.command("sandbox-setup")
+def sandbox_setup():
+    """Build the sandbox's own Python environment (torch, numpy, matplotlib; nothing of the course)."""
+    from autograder.sandbox import environment, tiers
+
+    env = environment.build()
+    typer.echo(f"sandbox environment: {env.python} with {env.site}")
+    probe_uid = 65534 if os.geteuid() == 0 else None
+    typer.echo(f"isolation tiers that work here: {', '.join(tiers.available(probe_uid))}")
 
 
 @app.command()

@@ -19,11 +19,12 @@ from autograder.assignments import Assignment, load_assignment
 from autograder.checks.plugin import CheckContext, CheckOutcome, GradingPlugin, run_pytest
 from autograder.course import course_secret, student_seed
 from autograder.notebook_run import NotebookRun, SandboxGaveUp
-from autograder.probes import StudentCode
+from autograder.probes import CheckFailed, StudentCode
 from autograder.reading import UnreadableNotebook, prepare
 from autograder.results import STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult, SubmissionResult
 from autograder.sandbox import environment, tiers
 from autograder.sandbox.process import Limits, SandboxError
+from solutions.student_params import HAND_ASSIGNMENTS, student_answers
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,22 @@ def grade_batch(submissions: Iterable[Submission], options: GradingOptions = Gra
     return results
 
 
+def typed_answers(student: StudentCode, assignment_id: str) -> dict:
+    """The values a student typed for the hand computations (numbers, lists of numbers, letters), else None."""
+    if assignment_id not in HAND_ASSIGNMENTS:
+        return {}
+    answers = {}
+    for name in student_answers(assignment_id, student.student_id):
+        try:
+            value = student.variable(name)
+        except CheckFailed:
+            value = None
+        plain = isinstance(value, (int, float, str)) or (
+            isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value))
+        answers[name] = (list(value) if isinstance(value, tuple) else value) if plain and not isinstance(value, bool) else None
+    return answers
+
+
 class Grader:
     """Grades one submission at a time; holds what is shared by the batch."""
 
@@ -84,6 +101,14 @@ class Grader:
             max_score=assignment.max_score, tier=self.tier, seed=seed, grader_version=__version__,
             notebook=str(submission.notebook),
         )
+        clock = time.monotonic()
+
+        def lap(name):
+            nonlocal clock
+            now = time.monotonic()
+            result.timings[name] = round(result.timings.get(name, 0.0) + now - clock, 4)
+            clock = now
+
         try:
             prepared = prepare(submission.notebook, assignment)
         except UnreadableNotebook as exc:
@@ -92,18 +117,24 @@ class Grader:
             result.seconds = time.monotonic() - started
             return result
 
+        lap("read")
         run = NotebookRun(self.environment, self.tier, self.options.limits, submission.student_id, prepared.cells)
         try:
             try:
-                result.cells = run.start()
+                result.cells = run.start(on_started=lambda: lap("sandbox_start"))
             except (SandboxGaveUp, SandboxError) as exc:
                 result.cells = run.cell_runs + [CellRun(c.index, c.grade_id, False, "NotRun", str(exc))
                                                 for c in prepared.cells[len(run.cell_runs):]]
+            lap("cells")
             student = StudentCode(run, submission.student_id, assignment.id, seed, self.options.limits.probe_timeout)
             outcomes = run_checks(CheckContext(student, assignment.id, submission.student_id, seed))
+            lap("checks")
+            result.hand_answers = typed_answers(student, assignment.id)
         finally:
             run.close()
+            lap("close")
         result.parts = self._score(assignment, outcomes, prepared)
+        result.written_answers = dict(prepared.written_answers)
         result.score = sum(p.score for p in result.parts)
         result.seconds = time.monotonic() - started
         return result

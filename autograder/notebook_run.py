@@ -14,7 +14,7 @@ from autograder.results import CellRun
 from autograder.sandbox.environment import SandboxEnvironment
 from autograder.sandbox.process import Limits, Reply, Sandbox, SandboxError
 
-MAX_RESTARTS = 4
+MAX_RESTARTS = 8
 
 
 class SandboxGaveUp(SandboxError):
@@ -35,8 +35,10 @@ class NotebookRun:
         self.restarts = 0
         self.cell_runs: list[CellRun] = []
 
-    def start(self) -> list[CellRun]:
+    def start(self, on_started=None) -> list[CellRun]:
         self._launch()
+        if on_started:
+            on_started()
         for cell in self.cells:
             self.cell_runs.append(self._run_first_time(cell))
         return self.cell_runs

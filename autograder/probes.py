@@ -44,10 +44,14 @@ class ModuleRun:
     param_grads: dict = field(default_factory=dict)
 
 
-def module_arg(class_name: str, *init_args, state_dict=None, dtype=None, **init_kwargs) -> dict:
-    """An argument that stands for the student's `class_name(*init_args)` loaded with `state_dict`."""
+def module_arg(class_name: str, *init_args, state_dict=None, dtype=None, forbid_calls=(), **init_kwargs) -> dict:
+    """An argument that stands for the student's `class_name(*init_args)` loaded with `state_dict`.
+
+    The weights must fit the module's parameters exactly. Calling a submodule named in `forbid_calls`
+    (e.g. "W_k_up": materialising K) fails the probe.
+    """
     return {"$module": {"class": class_name, "init_args": list(init_args), "init_kwargs": init_kwargs,
-                        "state_dict": state_dict, "dtype": _dtype_name(dtype)}}
+                        "state_dict": state_dict, "dtype": _dtype_name(dtype), "forbid_calls": list(forbid_calls)}}
 
 
 def probe_net_arg(state_dict: dict, d_model: int, num_layers: int, dtype=torch.float64) -> dict:
@@ -65,6 +69,7 @@ class StudentCode:
 
     def __init__(self, run, student_id: str, assignment_id: str, seed: int, probe_timeout: float):
         self._run = run
+        self._broken: dict[str, StudentCodeFailed] = {}  # names whose probe hung or killed the sandbox
         self.student_id = student_id
         self.assignment_id = assignment_id
         self.seed = seed
@@ -73,6 +78,11 @@ class StudentCode:
     def call(self, name: str, *args, **kwargs):
         """`name(*args, **kwargs)` in the student's notebook; returns the (plain) result."""
         return self._ask({"op": "call", "name": name}, {"args": list(args), "kwargs": kwargs}, f"{name}(...)")
+
+    def call_repeatedly(self, times: int, name: str, *args, **kwargs) -> tuple:
+        """`name(*args)` called `times` times on the same argument objects (e.g. the same model): every result."""
+        return self._ask({"op": "call", "name": name, "repeat": times}, {"args": list(args), "kwargs": kwargs},
+                         f"{name}(...)")
 
     def variable(self, name: str):
         return self._ask({"op": "variable", "name": name}, None, name)
@@ -98,25 +108,36 @@ class StudentCode:
         )
 
     def _ask(self, header: dict, values, what: str):
+        name = header.get("name") or header.get("class")
+        if name in self._broken:  # it hung or took the process down before: don't pay for it again
+            raise self._broken[name]
         try:
             reply = self._run.request(header, values, self.probe_timeout)
         except SandboxError as exc:
             if exc.kind == "timeout":
-                raise StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
-                                        {"timeout_seconds": self.probe_timeout}) from None
-            raise StudentCodeFailed(f"运行 `{what}` 时你的代码让进程退出或崩溃了（{exc}）") from None
+                failure = StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
+                                            {"timeout_seconds": self.probe_timeout})
+            else:
+                failure = StudentCodeFailed(f"运行 `{what}` 时你的代码让进程退出或崩溃了（{exc}）")
+            self._broken[name] = failure
+            raise failure from None
         if reply.ok:
             return reply.result
         error = reply.error or {}
         kind, message = error.get("type", "Error"), error.get("message", "")
-        name = header.get("name") or header.get("class")
         if kind == "NotDefined":
             raise NotAnswered(f"未找到该题的答案：笔记本里没有定义 `{message or name}`", {"missing": message or name})
+        if kind == "ForbiddenCall":
+            raise StudentCodeFailed(f"`{what}` 调用了 `{message}`：这一题要求不调用它（例如不构造完整的 K、V）",
+                                    {"forbidden_call": message})
+        if kind == "ShapeMismatch":
+            raise StudentCodeFailed(f"`{what}` 的输出形状不对（你的 vs 应该的：{message}）", {"shapes": message})
         if kind == "NotImplementedError":
             raise NotAnswered(f"这一题还没有作答：`{name}` 仍然是 raise NotImplementedError()")
         if kind == "Timeout":
-            raise StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
-                                    {"timeout_seconds": self.probe_timeout})
+            self._broken[name] = StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
+                                                   {"timeout_seconds": self.probe_timeout})
+            raise self._broken[name]
         detail = {"exception": kind, "exception_message": message[:500]}
         if error.get("traceback"):
             detail["traceback"] = error["traceback"][:2000]

@@ -88,8 +88,8 @@ def parse_notebook(data: bytes):
     if not isinstance(raw, dict) or "nbformat" not in raw:
         raise UnreadableNotebook("这不是一个 Jupyter 笔记本（缺少 nbformat 字段）；请提交作业的 .ipynb 文件")
     for cell in raw.get("cells", []) if isinstance(raw.get("cells"), list) else []:
-        if isinstance(cell, dict):
-            cell.pop("outputs", None)  # saved outputs are never looked at
+        if isinstance(cell, dict) and "outputs" in cell:
+            cell["outputs"] = []  # saved outputs are never looked at
     try:
         nb = nbformat.reads(json.dumps(raw), as_version=4)
     except Exception as exc:  # nbformat raises many kinds on a foreign or broken notebook

@@ -57,6 +57,9 @@ class SubmissionResult:
     grader_version: str = ""
     notebook: str = ""
     seconds: float = 0.0
+    timings: dict = field(default_factory=dict)  # seconds spent reading, starting the sandbox, in cells, in checks
+    hand_answers: dict = field(default_factory=dict)  # the typed hand-computation answers, as plain numbers
+    written_answers: dict = field(default_factory=dict)  # grade_id -> the student's written (markdown) answer
 
     def to_dict(self) -> dict:
         return asdict(self)

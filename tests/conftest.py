@@ -12,6 +12,9 @@ from solutions import ASSIGNMENTS
 
 STUDENT_IDS = ("alice", "2024012345")
 
+# A fixed course secret for the tests: the grader then writes no .autograde-secret into the checkout.
+os.environ.setdefault("AUTOGRADE_SECRET", "test-course-secret")
+
 
 def source_notebook(assignment_id: str) -> Path:
     return REPO_ROOT / "assignments" / assignment_id / f"{assignment_id}.ipynb"

@@ -37,6 +37,14 @@ class NotDefined(Exception):
     pass
 
 
+class ForbiddenCall(Exception):
+    """The student's code called a submodule the probe said it must not call (e.g. to materialise K)."""
+
+
+class ShapeMismatch(Exception):
+    """An output the grader wants a gradient for does not have the shape the gradient has."""
+
+
 class CappedWriter(io.TextIOBase):
     """Stands in for stdout/stderr: keeps the first OUTPUT_CAP characters, counts the rest."""
 
@@ -158,11 +166,15 @@ class Runner:
         return None
 
     def call(self, header, values):
+        """Call a function; with "repeat": n, call it n times on the same arguments and return every result."""
         fn = self.lookup(header["name"])
         args = [self.materialise(a) for a in values.get("args", [])]
         kwargs = {k: self.materialise(v) for k, v in values.get("kwargs", {}).items()}
         self.torch.manual_seed(0)
-        return _with_timeout(header["timeout"], fn, *args, **kwargs)
+        repeat = int(header.get("repeat", 1))
+        if repeat == 1:
+            return _with_timeout(header["timeout"], fn, *args, **kwargs)
+        return tuple(_with_timeout(header["timeout"] / repeat, fn, *args, **kwargs) for _ in range(repeat))
 
     def variable(self, header, values):
         return self.lookup(header["name"])
@@ -173,12 +185,21 @@ class Runner:
             spec = value["$module"]
             module, load = self.build_module(spec["class"], spec.get("init_args", []), spec.get("init_kwargs", {}),
                                              spec.get("dtype"), spec.get("state_dict"))
-            if load["error"]:
-                raise ValueError(load["error"])
+            if load["error"] or load["missing"] or load["unexpected"]:
+                raise ValueError(load["error"] or f"{spec['class']}: the weights do not fit its parameters "
+                                 f"(its own but not given: {load['missing']}; given but not its own: {load['unexpected']})")
+            for name in spec.get("forbid_calls", []):
+                getattr(module, name).register_forward_hook(self._forbid(name))
             return module
         if isinstance(value, dict) and "$probe_net" in value:
             return self.probe_net(**value["$probe_net"])
         return value
+
+    @staticmethod
+    def _forbid(name):
+        def hook(module, inputs, output):
+            raise ForbiddenCall(name)
+        return hook
 
     def build_module(self, class_name, init_args, init_kwargs, dtype, state_dict):
         cls = self.lookup(class_name)
@@ -223,8 +244,10 @@ class Runner:
         if grad_outputs is not None:
             produced = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
             pairs = [(o, g) for o, g in zip(produced, grad_outputs) if g is not None]
-            for out, _ in pairs:
-                if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            for out, grad in pairs:
+                if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(grad.shape):
+                    raise ShapeMismatch(f"{list(getattr(out, 'shape', []))} vs {list(grad.shape)}")
+                if not out.requires_grad:
                     raise TypeError("the output does not carry a gradient (was it detached or computed with no_grad?)")
             _with_timeout(remaining(), torch.autograd.backward, [o for o, _ in pairs], [g for _, g in pairs])
             result["input_grads"] = [args[i].grad for i in values.get("requires_grad", [])]
@@ -250,6 +273,12 @@ class Runner:
         return net
 
 
+def _restore(namespace, snapshot):
+    for key in [k for k in namespace if k not in snapshot]:
+        del namespace[key]
+    namespace.update(snapshot)
+
+
 def main():
     config = json.loads(sys.argv[1])
     here = os.path.dirname(os.path.abspath(__file__))
@@ -263,6 +292,11 @@ def main():
     import torch  # noqa: E402  (after sys.path is set)
 
     torch.set_num_threads(1)
+    # the first backward through a matmul imports much of torch (sympy among it): pay that here, once,
+    # and not inside the first probe's time budget
+    _w = torch.zeros(2, 2, requires_grad=True)
+    (torch.ones(1, 2) @ _w).sum().backward()
+    del _w
     import wire  # noqa: E402
 
     landlock_abi = None
@@ -270,6 +304,7 @@ def main():
         landlock_abi = apply_landlock(config["landlock"]["read"], config["landlock"]["write"])
     os.chdir(config.get("workdir", "/tmp"))
 
+    builtins_snapshot = dict(vars(builtins))  # restored after every request: patches to builtins don't last
     runner = Runner(torch, wire, config)
     wire.write_frame(fd_out, {"op": "ready", "torch": torch.__version__, "python": sys.version.split()[0],
                               "uid": os.getuid(), "pid": os.getpid(), "landlock_abi": landlock_abi})
@@ -291,13 +326,14 @@ def main():
             result = handlers[op](header, values or {})
             reply["ok"] = True
             reply_values = {"result": result}
-        except NotDefined as exc:
-            reply.update(ok=False, error={"type": "NotDefined", "message": str(exc), "traceback": ""})
+        except (NotDefined, ForbiddenCall, ShapeMismatch) as exc:
+            reply.update(ok=False, error={"type": type(exc).__name__, "message": str(exc), "traceback": ""})
         except Timeout:
             reply.update(ok=False, error={"type": "Timeout", "message": "", "traceback": ""})
         except BaseException as exc:  # the student's SystemExit, KeyboardInterrupt, anything
             reply.update(ok=False, error=_describe(exc))
         finally:
+            _restore(vars(builtins), builtins_snapshot)
             sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         reply["seconds"] = time.monotonic() - started
         reply["output"] = output.text()

@@ -22,18 +22,22 @@ class UidPoolExhausted(Exception):
 
 
 def processes_of(uid: int) -> list[int]:
+    """Live processes whose real uid is `uid` (zombies are dead already: they only wait to be reaped)."""
     pids = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             with open(f"/proc/{entry.name}/status", "rb") as f:
+                state = None
                 for line in f:
-                    if line.startswith(b"Uid:"):
-                        if int(line.split()[1]) == uid:
+                    if line.startswith(b"State:"):
+                        state = line.split()[1]
+                    elif line.startswith(b"Uid:"):
+                        if int(line.split()[1]) == uid and state not in (b"Z", b"X"):
                             pids.append(int(entry.name))
                         break
-        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
+        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError, IndexError):
             continue
     return pids
 

@@ -5,7 +5,7 @@ the tensors the header names, in order. Values in the header are JSON, with tagg
 what JSON lacks:
 
     {"$tensor": i, "dtype": "float32", "shape": [2, 3]}   the i-th buffer after the header
-    {"$tuple": [...]}, {"$dict": [[key, value], ...]}, {"$float": "nan" | "inf" | "-inf"}
+    {"$tuple": [...]}, {"$dict": [[key, value], ...]}, {"$float": "nan" | "inf" | "-inf"}, {"$dtype": "float64"}
     {"$other": "numpy.ndarray"}                            an object that is none of these (reply side)
 
 Nothing here unpickles, evals or imports anything named by the data: a reply is plain data whose
@@ -19,6 +19,17 @@ import os
 import struct
 
 import torch
+
+# Bound once, at import, before any student code runs in the sandbox: monkeypatching torch.Tensor,
+# json, os or builtins later cannot change how a reply is encoded.
+_json_dumps, _json_loads, _pack, _unpack, _os_write, _os_read = json.dumps, json.loads, struct.pack, struct.unpack, os.write, os.read
+_Tensor = torch.Tensor
+_as_subclass, _detach, _cpu, _contiguous = torch.Tensor.as_subclass, torch.Tensor.detach, torch.Tensor.cpu, torch.Tensor.contiguous
+_reshape, _view, _numpy, _numel = torch.Tensor.reshape, torch.Tensor.view, torch.Tensor.numpy, torch.Tensor.numel
+_DisableTorchFunction = torch._C.DisableTorchFunction
+_dtype_t = torch.dtype
+_isinstance, _len, _type, _list_t, _tuple_t, _dict_t, _int_t, _float_t, _str_t, _bool_t = (
+    isinstance, len, type, list, tuple, dict, int, float, str, bool)
 
 DTYPES = {
     "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
@@ -42,34 +53,37 @@ def encode(value, buffers: list, depth: int = 0):
     """A JSON-able tree for `value`; tensor bytes are appended to `buffers`."""
     if depth > MAX_DEPTH:
         raise WireError("value nested too deeply")
-    if value is None or isinstance(value, (bool, str)):
+    kind = _type(value)
+    if value is None or kind is _bool_t or kind is _str_t:
         return value
-    if isinstance(value, int):
+    if kind is _int_t:
         return value
-    if isinstance(value, float):
+    if kind is _float_t:
         return value if math.isfinite(value) else {"$float": repr(value)}
-    if isinstance(value, torch.Tensor):
+    if _isinstance(value, _Tensor):
         return _encode_tensor(value, buffers)
-    if isinstance(value, tuple):
+    if kind is _dtype_t:
+        return {"$dtype": DTYPE_NAMES[value]} if value in DTYPE_NAMES else {"$other": f"torch.dtype[{value}]"}
+    if kind is _tuple_t:
         return {"$tuple": [encode(v, buffers, depth + 1) for v in value]}
-    if isinstance(value, list):
+    if kind is _list_t:
         return [encode(v, buffers, depth + 1) for v in value]
-    if isinstance(value, dict):
+    if kind is _dict_t:
         return {"$dict": [[encode(k, buffers, depth + 1), encode(v, buffers, depth + 1)] for k, v in value.items()]}
-    return {"$other": f"{type(value).__module__}.{type(value).__qualname__}"}
+    return {"$other": f"{kind.__module__}.{kind.__qualname__}"}
 
 
 def _encode_tensor(tensor: torch.Tensor, buffers: list):
-    # a subclass's __torch_function__ must not run here: work on the plain tensor underneath
-    with torch._C.DisableTorchFunction():
-        plain = torch.Tensor.as_subclass(tensor, torch.Tensor).detach().cpu().contiguous()
+    # a subclass's __torch_function__ or overridden methods must not run here: use the plain tensor underneath
+    with _DisableTorchFunction():
+        plain = _contiguous(_cpu(_detach(_as_subclass(tensor, _Tensor))))
         if plain.dtype not in DTYPE_NAMES:
             return {"$other": f"torch.Tensor[{plain.dtype}]"}
-        data = plain.reshape(-1).view(torch.uint8).numpy().tobytes() if plain.numel() else b""
-        shape = list(plain.shape)
+        data = _numpy(_view(_reshape(plain, (-1,)), torch.uint8)).tobytes() if _numel(plain) else b""
+        shape = [int(n) for n in plain.shape]
         dtype = DTYPE_NAMES[plain.dtype]
     buffers.append(data)
-    return {"$tensor": len(buffers) - 1, "dtype": dtype, "shape": shape}
+    return {"$tensor": _len(buffers) - 1, "dtype": dtype, "shape": shape}
 
 
 def decode(tree, buffers: list, max_elements: int, depth: int = 0):
@@ -90,6 +104,10 @@ def decode(tree, buffers: list, max_elements: int, depth: int = 0):
         items = _list(tree["$dict"])
         return {_key(decode(k, buffers, max_elements, depth + 1)): decode(v, buffers, max_elements, depth + 1)
                 for k, v in (_pair(item) for item in items)}
+    if "$dtype" in tree:
+        if tree["$dtype"] not in DTYPES:
+            raise WireError(f"dtype {tree['$dtype']!r} is not allowed")
+        return DTYPES[tree["$dtype"]]
     if "$float" in tree:
         text = tree["$float"]
         if text not in ("nan", "inf", "-inf"):
@@ -161,8 +179,8 @@ def write_frame(fd: int, message: dict, values: dict | None = None) -> None:
     if values is not None:
         header["values"] = encode(values, buffers)
     header["buffers"] = [len(b) for b in buffers]
-    raw = json.dumps(header, allow_nan=False).encode("utf-8")
-    _write_all(fd, struct.pack(">I", len(raw)) + raw)
+    raw = _json_dumps(header, allow_nan=False).encode("utf-8")
+    _write_all(fd, _pack(">I", _len(raw)) + raw)
     for b in buffers:
         _write_all(fd, b)
 
@@ -170,14 +188,14 @@ def write_frame(fd: int, message: dict, values: dict | None = None) -> None:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        written = os.write(fd, view)
+        written = _os_write(fd, view)
         view = view[written:]
 
 
 def parse_header(raw: bytes, max_total_bytes: int) -> tuple[dict, list[int]]:
     """Check a frame's header and return it with its buffer sizes."""
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = _json_loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise WireError(f"header is not JSON: {exc}") from None
     if not isinstance(header, dict):
@@ -192,7 +210,7 @@ def parse_header(raw: bytes, max_total_bytes: int) -> tuple[dict, list[int]]:
 
 def read_frame_blocking(fd: int, max_total_bytes: int, max_elements: int) -> tuple[dict, object]:
     """Read one frame (used inside the sandbox, where the grader is trusted)."""
-    (length,) = struct.unpack(">I", _read_exact(fd, 4))
+    (length,) = _unpack(">I", _read_exact(fd, 4))
     if length > MAX_HEADER_BYTES:
         raise WireError("header too large")
     header, sizes = parse_header(_read_exact(fd, length), max_total_bytes)
@@ -204,7 +222,7 @@ def read_frame_blocking(fd: int, max_total_bytes: int, max_elements: int) -> tup
 def _read_exact(fd: int, n: int) -> bytes:
     chunks, remaining = [], n
     while remaining:
-        chunk = os.read(fd, min(remaining, 1 << 20))
+        chunk = _os_read(fd, min(remaining, 1 << 20))
         if not chunk:
             raise EOFError("pipe closed")
         chunks.append(chunk)

@@ -1,0 +1,73 @@
+"""Example submissions: catalogued student mistakes and correct work in other styles, per assignment.
+
+Each example is the assignment's source notebook (the reference answer) with a few exact text edits
+in its code cells. A Mistake names the checks that must fail for it (all others must pass); an
+Alternative is correct work written differently and must get full marks. The tests grade every
+example, the demo class is built from them, and `autograde selftest` uses them.
+"""
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from autograder import REPO_ROOT
+
+
+@dataclass(frozen=True)
+class Mistake:
+    name: str
+    description: str
+    edits: tuple[tuple[str, str], ...]  # (old, new): `old` occurs exactly once in the notebook's code cells
+    failing: frozenset[str]  # names of the checks that must fail; every other check must pass
+
+
+@dataclass(frozen=True)
+class Alternative:
+    name: str
+    description: str
+    edits: tuple[tuple[str, str], ...]
+
+
+def mistake(name: str, description: str, edits: list[tuple[str, str]], failing: set[str]) -> Mistake:
+    return Mistake(name, description, tuple(edits), frozenset(failing))
+
+
+def alternative(name: str, description: str, edits: list[tuple[str, str]]) -> Alternative:
+    return Alternative(name, description, tuple(edits))
+
+
+def mistakes(assignment_id: str) -> list[Mistake]:
+    return list(importlib.import_module(f"autograder.examples.{assignment_id}").MISTAKES)
+
+
+def alternatives(assignment_id: str) -> list[Alternative]:
+    return list(getattr(importlib.import_module(f"autograder.examples.{assignment_id}"), "ALTERNATIVES", []))
+
+
+class EditDoesNotApply(ValueError):
+    pass
+
+
+def notebook_with_edits(assignment_id: str, edits, extra_cells: list[tuple[int, str]] = (),
+                        base: Path | None = None) -> nbformat.NotebookNode:
+    """The source notebook (or `base`) with each (old, new) edit applied where `old` occurs exactly once in
+    the code cells, and plain code cells inserted at the given positions (negative: from the end)."""
+    nb = nbformat.read(base or REPO_ROOT / "assignments" / assignment_id / f"{assignment_id}.ipynb", as_version=4)
+    for position, source in extra_cells:
+        index = position if position >= 0 else len(nb.cells) + 1 + position
+        nb.cells.insert(index, nbformat.v4.new_code_cell(source))
+    return apply_edits(nb, edits, assignment_id)
+
+
+def apply_edits(nb: nbformat.NotebookNode, edits, assignment_id: str) -> nbformat.NotebookNode:
+    """Apply each (old, new) edit to `nb` in place, in order, where `old` occurs exactly once in its code
+    cells (else EditDoesNotApply); return `nb`. Used for the source notebook and for student notebooks."""
+    for old, new in edits:
+        hits = [c for c in nb.cells if c.cell_type == "code" and old in c.source]
+        count = sum(c.source.count(old) for c in hits)
+        if count != 1:
+            raise EditDoesNotApply(f"edit target occurs {count} times in {assignment_id}: {old!r}")
+        hits[0].source = hits[0].source.replace(old, new)
+    return nb

@@ -1,0 +1,91 @@
+from autograder.examples import mistake
+
+FORWARD = "return self.W_down(swish(self.W_gate(x)) * self.W_up(x))"
+LINEARS = ("self.W_gate = nn.Linear(d_model, d_ff, bias=False)\n"
+           "        self.W_up = nn.Linear(d_model, d_ff, bias=False)\n"
+           "        self.W_down = nn.Linear(d_ff, d_model, bias=False)")
+ROUND_UP = "d_ff = (d_ff + 255) // 256 * 256"
+MODULE_FORWARD_CHECKS = {"test_module_forward_backward_float64", "test_module_forward_float32"}
+SWISH_CHECKS = {"test_swish_float64", "test_swish_float32"}
+D_FF_CHECKS = {"test_default_d_ff", "test_module_default_d_ff"}
+
+MISTAKES = [
+    mistake(
+        "swish_is_relu", "swish written as ReLU (used by the module as well)",
+        [("return a * torch.sigmoid(a)", "return torch.relu(a)")],
+        SWISH_CHECKS | MODULE_FORWARD_CHECKS,
+    ),
+    mistake(
+        "swish_is_gelu", "swish written as GELU (used by the module as well)",
+        [("return a * torch.sigmoid(a)", "return F.gelu(a)")],
+        SWISH_CHECKS | MODULE_FORWARD_CHECKS,
+    ),
+    mistake(
+        "swish_overflows", "swish as a·e^a / (1 + e^a): NaN once e^a overflows (float32, a > 88)",
+        [("return a * torch.sigmoid(a)", "return a * torch.exp(a) / (1 + torch.exp(a))")],
+        {"test_swish_float32"},
+    ),
+    mistake(
+        "relu_gate", "the module's gate uses ReLU instead of swish (swish itself is right)",
+        [(FORWARD, "return self.W_down(torch.relu(self.W_gate(x)) * self.W_up(x))")],
+        MODULE_FORWARD_CHECKS,
+    ),
+    mistake(
+        "sigmoid_gate", "the original GLU's sigmoid gate instead of swish",
+        [(FORWARD, "return self.W_down(torch.sigmoid(self.W_gate(x)) * self.W_up(x))")],
+        MODULE_FORWARD_CHECKS,
+    ),
+    mistake(
+        "gate_up_swapped", "swish on the up branch: W_down(W_gate x * swish(W_up x))",
+        [(FORWARD, "return self.W_down(self.W_gate(x) * swish(self.W_up(x)))")],
+        MODULE_FORWARD_CHECKS,
+    ),
+    mistake(
+        "activation_after_product", "swish applied after the product: W_down(swish(W_gate x * W_up x))",
+        [(FORWARD, "return self.W_down(swish(self.W_gate(x) * self.W_up(x)))")],
+        MODULE_FORWARD_CHECKS,
+    ),
+    mistake(
+        "plus_instead_of_times", "the two branches added instead of multiplied",
+        [(FORWARD, "return self.W_down(swish(self.W_gate(x)) + self.W_up(x))")],
+        MODULE_FORWARD_CHECKS,
+    ),
+    mistake(
+        "bias_true", "nn.Linear with its default bias=True: found at weight loading (parameters the weights lack)",
+        [(LINEARS, LINEARS.replace("bias=False", "bias=True"))],
+        {"test_module_parameters_explicit_d_ff"} | MODULE_FORWARD_CHECKS,
+    ),
+    mistake(
+        "d_ff_4x", "default d_ff = 4·d_model (the ReLU FFN's hidden size)",
+        [("d_ff = 8 * d_model // 3  # == int(8 / 3 * d_model), without floating-point rounding\n"
+          "    d_ff = (d_ff + 255) // 256 * 256", "d_ff = 4 * d_model")],
+        D_FF_CHECKS | {"test_param_counts_swiglu_exact_multiple", "test_param_counts_swiglu_rounded"},
+    ),
+    mistake(
+        "d_ff_no_rounding", "default d_ff = int(8/3·d_model), not rounded up to a multiple of 256",
+        [(ROUND_UP, "pass")],
+        D_FF_CHECKS | {"test_param_counts_swiglu_rounded"},
+    ),
+    mistake(
+        "d_ff_round_down", "default d_ff rounded down to a multiple of 256 (then max with d_model)",
+        [(ROUND_UP, "d_ff = d_ff // 256 * 256")],
+        D_FF_CHECKS | {"test_param_counts_swiglu_rounded"},
+    ),
+    mistake(
+        "module_ignores_default", "FeedForward_SwiGLU uses 4·d_model when d_ff is None (default_d_ff itself is right)",
+        [("            d_ff = default_d_ff(d_model)", "            d_ff = 4 * d_model")],
+        {"test_module_default_d_ff"},
+    ),
+    mistake(
+        "relu_ffn_without_biases", "the ReLU FFN counted without its two biases (8·d²)",
+        [("relu_ffn = (d_model * d_hidden + d_hidden) + (d_hidden * d_model + d_model)",
+          "relu_ffn = d_model * d_hidden + d_hidden * d_model")],
+        {"test_param_counts_relu"},
+    ),
+    mistake(
+        "swiglu_counted_with_biases", "biases counted for the three SwiGLU matrices",
+        [("swiglu_ffn = 3 * d_model * default_d_ff(d_model)",
+          "swiglu_ffn = 3 * d_model * default_d_ff(d_model) + 2 * default_d_ff(d_model) + d_model")],
+        {"test_param_counts_swiglu_exact_multiple", "test_param_counts_swiglu_rounded"},
+    ),
+]

@@ -1,0 +1,24 @@
+"""Build submissions for the grading tests: the source notebook with edits, under a student's name."""
+
+from pathlib import Path
+
+import nbformat
+
+from autograder.examples import notebook_with_edits
+from autograder.sandbox.process import Limits
+
+# Small budgets: hostile cases cost seconds, not minutes.
+TEST_LIMITS = Limits(cell_timeout=8.0, probe_timeout=8.0, startup_timeout=60.0, grace=2.0,
+                     memory_bytes=3 * 1024**3, cpu_seconds=120)
+
+
+def edited_notebook(assignment_id: str, edits, out: Path, base: Path | None = None,
+                    extra_cells: list[tuple[int, str]] = ()) -> Path:
+    """Write the source notebook (or `base`) with `edits` and `extra_cells` to `out`."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook_with_edits(assignment_id, edits, list(extra_cells), base), out)
+    return out
+
+
+def scores_by_check(result) -> dict[str, bool]:
+    return {c.name: c.passed for p in result.parts for c in p.checks}

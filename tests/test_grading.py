@@ -1,0 +1,101 @@
+"""Grading the six assignments end to end: references full marks, release zero, catalogued mistakes in between.
+
+One batch per assignment (the checks are collected once per batch), under the strongest sandbox
+tier this machine has (bubblewrap in CI).
+"""
+
+import nbformat
+import pytest
+
+from autograder.assignments import load_assignment
+from autograder.engine import GradingOptions, Submission, grade_batch
+from conftest import STUDENT_IDS, release_notebook, source_notebook
+from grading_helpers import TEST_LIMITS, edited_notebook, scores_by_check
+from autograder.examples import mistakes as catalogue
+from solutions import ASSIGNMENTS
+from solutions.student_params import HAND_ASSIGNMENTS, student_answers
+
+pytestmark = pytest.mark.slow
+
+
+def other_students_hand_answers(assignment_id: str, graded_as: str) -> list[tuple[str, str]]:
+    """Edits that type in the hand answers of another student (one whose answers differ from `graded_as`'s)."""
+    mine = student_answers(assignment_id, graded_as)
+    other = next(s for s in (f"classmate{i}" for i in range(100)) if student_answers(assignment_id, s) != mine)
+    answers = student_answers(assignment_id, other)
+    nb = nbformat.read(source_notebook(assignment_id), as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")
+                and all(f"{name} =" in c.source for name in answers))
+    region = cell.source.split("### BEGIN SOLUTION\n", 1)[1].split("### END SOLUTION", 1)[0]
+    return [(region, "".join(f"{name} = {value!r}\n" for name, value in answers.items()))]
+
+
+@pytest.fixture(scope="module", params=ASSIGNMENTS)
+def graded(request, tmp_path_factory):
+    """Grade, in one batch: the reference for two ids, the untouched release, every catalogued mistake,
+    and (hand-computation assignments) the reference with another student's hand answers typed in."""
+    assignment_id = request.param
+    tmp = tmp_path_factory.mktemp(assignment_id)
+    subs = {f"reference:{sid}": Submission(source_notebook(assignment_id), assignment_id, sid) for sid in STUDENT_IDS}
+    subs["release"] = Submission(release_notebook(assignment_id), assignment_id, STUDENT_IDS[0])
+    for m in catalogue(assignment_id):
+        path = edited_notebook(assignment_id, m.edits, tmp / f"{m.name}.ipynb")
+        subs[f"mistake:{m.name}"] = Submission(path, assignment_id, STUDENT_IDS[0])
+    if assignment_id in HAND_ASSIGNMENTS:
+        edits = other_students_hand_answers(assignment_id, STUDENT_IDS[0])
+        subs["copied_hand"] = Submission(edited_notebook(assignment_id, edits, tmp / "copied.ipynb"), assignment_id,
+                                         STUDENT_IDS[0])
+    results = grade_batch(list(subs.values()), GradingOptions(limits=TEST_LIMITS))
+    return assignment_id, dict(zip(subs, results))
+
+
+def test_reference_gets_full_marks_for_two_students(graded):
+    assignment_id, results = graded
+    for sid in STUDENT_IDS:
+        result = results[f"reference:{sid}"]
+        failed = [(c.name, c.message) for p in result.parts for c in p.checks if not c.passed]
+        assert failed == [] and result.score == result.max_score, f"{sid}: {failed}"
+        assert all(p.score == p.max_score for p in result.parts)
+
+
+def test_release_gets_zero_with_a_no_answer_message(graded):
+    assignment_id, results = graded
+    result = results["release"]
+    assert result.status == "graded" and result.score == 0
+    for part in result.parts:
+        for c in part.checks:
+            assert not c.passed and ("还没有作答" in c.message or "未找到该题的答案" in c.message), (c.name, c.message)
+
+
+def test_catalogued_mistakes_lose_exactly_the_expected_checks(graded):
+    assignment_id, results = graded
+    mistakes = catalogue(assignment_id)
+    assert len(mistakes) >= 3, "at least three catalogued mistakes per assignment"
+    for m in mistakes:
+        result = results[f"mistake:{m.name}"]
+        passed = scores_by_check(result)
+        assert set(m.failing) <= set(passed), f"{m.name}: unknown checks {set(m.failing) - set(passed)}"
+        assert {name for name, ok in passed.items() if not ok} == set(m.failing), m.name
+        assert 0 < result.score < result.max_score, (m.name, result.score)
+
+
+def test_hand_answers_of_another_student_score_zero_on_those_parts(graded):
+    assignment_id, results = graded
+    if assignment_id not in HAND_ASSIGNMENTS:
+        pytest.skip("no hand computation in this assignment")
+    result = results["copied_hand"]
+    hand_parts = {p.grade_id for p in load_assignment(assignment_id).parts
+                  if any("hand" in c or "choice" in c for c in p.answer_cells)}
+    assert hand_parts
+    for part in result.parts:
+        if part.grade_id in hand_parts:
+            assert part.score == 0, part
+        else:
+            assert part.score == part.max_score, part
+
+
+def test_parts_match_the_source_notebook(graded):
+    assignment_id, results = graded
+    spec = load_assignment(assignment_id)
+    result = results["reference:" + STUDENT_IDS[0]]
+    assert [(p.grade_id, p.max_score) for p in result.parts] == [(p.grade_id, p.points) for p in spec.parts]

@@ -1,0 +1,101 @@
+"""Reading a submission: by grade_id, outputs ignored, magics neutralised, broken notebooks a clear error."""
+
+import json
+
+import nbformat
+import pytest
+
+from autograder.assignments import load_assignment
+from autograder.engine import GradingOptions, Submission, grade_batch
+from autograder.reading import UnreadableNotebook, neutralise_magics, prepare
+from conftest import source_notebook
+from grading_helpers import TEST_LIMITS
+
+RMSNORM = load_assignment("rmsnorm")
+
+
+def write(tmp_path, name, data: bytes):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_parts_and_points_come_from_the_source_notebook():
+    assert [(p.grade_id, p.points) for p in RMSNORM.parts] == [
+        ("rmsnorm_hand", 2.0), ("rmsnorm_function", 4.0), ("rmsnorm_module", 4.0)]
+    assert RMSNORM.part("rmsnorm_function").answer_cells == ("rms_norm_code",)
+    written = load_assignment("gradient_flow").part("gradient_flow_observation")
+    assert written.written and written.points == 0
+
+
+def test_grade_cells_are_not_run_and_outputs_are_ignored(tmp_path):
+    nb = nbformat.read(source_notebook("rmsnorm"), as_version=4)
+    nb.cells[13].outputs = [nbformat.v4.new_output("stream", text="score: 10/10")]
+    nb.cells[13].execution_count = 1
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    prepared = prepare(path, RMSNORM)
+    run_ids = [c.grade_id for c in prepared.cells]
+    assert "rms_norm_code" in run_ids and not set(run_ids) & RMSNORM.grade_cells
+    assert {"hand_answer", "rms_norm_code", "rmsnorm_module_code"} <= prepared.answer_cells_found
+
+
+def test_magics_and_shell_lines_are_neutralised():
+    source = "%matplotlib inline\nx = 1\n!rm -rf /\nif x:\n    %time y = 2\n"
+    out = neutralise_magics(source)
+    compile(out, "<cell>", "exec")
+    assert "rm -rf" not in out.replace("# IPython: !rm -rf /", "") and "x = 1" in out
+    assert neutralise_magics("%%bash\nrm -rf /\n").startswith("# %%bash")
+
+
+@pytest.mark.parametrize("data,fragment", [
+    (b"{not json", "不是有效的 JSON"),
+    (b"\xff\xfe\x00garbage", "UTF-8"),
+    (json.dumps({"cells": []}).encode(), "nbformat"),
+    (json.dumps([1, 2, 3]).encode(), "nbformat"),
+])
+def test_broken_notebooks_are_a_clear_error(tmp_path, data, fragment):
+    with pytest.raises(UnreadableNotebook) as info:
+        prepare(write(tmp_path, "broken.ipynb", data), RMSNORM)
+    assert fragment in info.value.message
+
+
+def test_a_link_to_a_secret_is_refused(tmp_path):
+    secret = write(tmp_path, "secret.txt", b'{"nbformat": 4, "cells": []}')
+    link = tmp_path / "submission.ipynb"
+    link.symlink_to(secret)
+    with pytest.raises(UnreadableNotebook):
+        prepare(link, RMSNORM)
+
+
+def test_an_nbformat_3_notebook_is_read(tmp_path):
+    v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [
+        {"cells": [{"cell_type": "code", "input": "x = 1", "language": "python", "outputs": [], "metadata": {}}]}]}
+    prepared = prepare(write(tmp_path, "old.ipynb", json.dumps(v3).encode()), RMSNORM)
+    assert [c.source for c in prepared.cells] == ["x = 1"]
+
+
+@pytest.mark.slow
+def test_a_batch_survives_broken_and_edited_notebooks(tmp_path):
+    """A corrupt notebook is that submission's error status; edited points and duplicated grade cells change nothing."""
+    nb = nbformat.read(source_notebook("rmsnorm"), as_version=4)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade"):
+            meta["points"] = 100  # the student edits the points
+    nb.cells.insert(12, nbformat.from_dict(dict(nb.cells[11])))  # a duplicated grade cell
+    nb.cells = [c for c in nb.cells  # the module's solution cell deleted
+                if c.metadata.get("nbgrader", {}).get("grade_id") != "rmsnorm_module_code"]
+    edited = tmp_path / "edited.ipynb"
+    nbformat.write(nb, edited)
+    broken = write(tmp_path, "broken.ipynb", b"{")
+    results = grade_batch([Submission(broken, "rmsnorm", "bob"), Submission(edited, "rmsnorm", "alice")],
+                          GradingOptions(limits=TEST_LIMITS))
+    assert results[0].status == "error" and "JSON" in results[0].message and results[0].score == 0
+    assert [p.max_score for p in results[0].parts] == [2.0, 4.0, 4.0]
+    graded = results[1]
+    assert graded.status == "graded" and graded.max_score == 10
+    by_part = {p.grade_id: p for p in graded.parts}
+    assert by_part["rmsnorm_hand"].score == 2 and by_part["rmsnorm_function"].score == 4
+    assert by_part["rmsnorm_module"].score == 0 and not by_part["rmsnorm_module"].answered
+    assert all("未找到该题的答案" in c.message for c in by_part["rmsnorm_module"].checks)
