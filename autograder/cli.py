@@ -1,6 +1,8 @@
-"""The `autograde` command line: a thin layer over the Python API."""
+"""The `autograde` command line: a thin layer over the Python API (autograder.grading_run and friends)."""
 
 import os
+import sys
+from pathlib import Path
 
 import typer
 
@@ -10,15 +12,109 @@ app = typer.Typer(
     help="Grade the chapter's six assignments (rmsnorm, gqa_saving, gradient_flow, rope, swiglu, mla).",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
 )
+
+EXIT_BAD_INPUT = 2  # bad arguments, no such assignment, unreadable folder
+EXIT_NOTHING = 1  # nothing to grade
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT):
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+@app.command()
+def grade(
+    assignments: list[str] = typer.Argument(..., help="Assignment ids to grade, or `all`."),
+    submissions: Path = typer.Option(..., "--submissions", "-s",
+                                     help="nbgrader's submitted/ folder (or the course folder), a folder of .ipynb "
+                                          "files, or an LMS .zip."),
+    out: Path = typer.Option(Path("autograde-out"), "--out", "-o", help="Where results, reports and CSV go."),
+    student: list[str] = typer.Option(None, "--student", help="Grade only these students (repeatable)."),
+    resume: bool = typer.Option(False, "--resume", help="Skip submissions already graded in OUT (after an interruption)."),
+    gradebook: Path = typer.Option(None, "--gradebook",
+                                   help="nbgrader gradebook to write; default: the course's gradebook.db when grading "
+                                        "a course's submitted/, else OUT/gradebook.db."),
+    sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier: bubblewrap, landlock or rlimits (default: "
+                                                        "the strongest that works here)."),
+    allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
+                                            help="Fall back to rlimits-only isolation if nothing stronger works."),
+    cell_timeout: float = typer.Option(30.0, help="Seconds per notebook cell."),
+    probe_timeout: float = typer.Option(30.0, help="Seconds per check's call into student code."),
+):
+    """Grade submissions: results.json, grades.csv, one report per student, summary.html, and the gradebook."""
+    from autograder.grading_run import GradingRunError, RunOptions, run_grading
+
+    options = RunOptions(assignments=assignments, submissions=submissions, out=out, students=set(student or []),
+                         resume=resume, gradebook=gradebook, tier=sandbox, allow_weak_sandbox=allow_weak_sandbox,
+                         cell_timeout=cell_timeout, probe_timeout=probe_timeout)
+    try:
+        summary = run_grading(options, progress=True)
+    except GradingRunError as exc:
+        fail(str(exc), exc.exit_code)
+    summary.print()
+
+
+@app.command()
+def report(
+    out: Path = typer.Option(Path("autograde-out"), "--out", "-o", help="The output folder of an earlier `grade`."),
+    course: Path = typer.Option(None, "--course", help="Also write nbgrader feedback into this course folder."),
+):
+    """Re-render the reports, the summary, results.json and grades.csv from stored results, without regrading."""
+    from autograder.grading_run import GradingRunError, rerender
+
+    try:
+        count = rerender(out, course)
+    except GradingRunError as exc:
+        fail(str(exc), exc.exit_code)
+    typer.echo(f"re-rendered {count} reports in {out / 'reports'} and {out / 'summary.html'}")
+
+
+@app.command()
+def check(
+    notebook: Path = typer.Argument(..., help="Your notebook, before you submit it."),
+    assignment: str = typer.Option(None, "--assignment", "-a", help="Assignment id (default: from the file name)."),
+    timeout: float = typer.Option(60.0, help="Seconds per cell."),
+):
+    """For students: is the notebook readable and complete, and do its visible self-checks pass? (No hidden checks.)"""
+    from autograder.student_check import run_check
+
+    code = run_check(notebook, assignment, timeout)
+    raise typer.Exit(code)
+
+
+@app.command()
+def selftest(
+    sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier to test under (default: the strongest)."),
+):
+    """Grade every reference notebook (must be full marks) and every release notebook (must be 0)."""
+    from autograder.selftest import run_selftest
+
+    raise typer.Exit(run_selftest(tier=sandbox))
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("autograde-demo"), "--out", "-o", help="Where to build the sample course."),
+    sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works here)."),
+):
+    """Build a sample course from the bundled example class, grade it, and print where the reports are."""
+    from autograder.grading_run import GradingRunError, run_demo
+
+    try:
+        summary = run_demo(out, tier=sandbox)
+    except GradingRunError as exc:
+        fail(str(exc), exc.exit_code)
+    summary.print()
 
 
 @app.command("sync-solutions")
 def sync_solutions_command(
-    check: bool = typer.Option(False, "--check", help="Only report cells that differ; exit 1 if any do."),
+    check_only: bool = typer.Option(False, "--check", help="Only report cells that differ; exit 1 if any do."),
 ):
     """Rewrite the solution cells of assignments/ from the reference code in solutions/."""
-    raise typer.Exit(sync_solutions.main(["--check"] if check else []))
+    raise typer.Exit(sync_solutions.main(["--check"] if check_only else []))
 
 
 @app.command("sandbox-setup")
@@ -39,4 +135,8 @@ def version():
 
 
 def main():
-    app()
+    app(prog_name="autograde")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

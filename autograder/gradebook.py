@@ -1,0 +1,93 @@
+"""Scores into nbgrader's own SQLite gradebook, so that `nbgrader export` and formgrader show them.
+
+Each part's score becomes the auto score of its grade cell; students, the assignment, its notebook
+and grade cells, and the submission are created as needed. The scores of one submission are
+written in one transaction (all or nothing), and writing them again changes nothing (idempotent).
+A manual score set in formgrader is never touched: it hides the auto score, so an instructor's
+override survives a regrade.
+"""
+
+import os
+import sys
+import warnings
+from pathlib import Path
+
+from nbgrader.api import Gradebook, MissingEntry
+from sqlalchemy.exc import SAWarning
+
+from autograder.assignments import Assignment
+from autograder.results import SubmissionResult
+
+
+def _alembic_on_path() -> None:
+    """nbgrader may run `alembic` from PATH: make it this environment's, even from a venv not activated."""
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
+class CourseGradebook:
+    def __init__(self, path: Path, course_id: str = "default_course"):
+        _alembic_on_path()
+        self.path = Path(path)
+        self.gb = Gradebook(f"sqlite:///{self.path}", course_id=course_id)
+        self._prepared: set[str] = set()
+
+    def close(self) -> None:
+        self.gb.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def roster(self) -> list[str]:
+        """The students nbgrader knows (`nbgrader db student import`)."""
+        return sorted(s.id for s in self.gb.students)
+
+    def ensure_assignment(self, assignment: Assignment) -> None:
+        """The assignment, its notebook and its grade cells, with maxima from the source notebook."""
+        if assignment.id in self._prepared:
+            return
+        gb, notebook = self.gb, assignment.source.stem
+        try:
+            gb.find_assignment(assignment.id)
+        except MissingEntry:
+            gb.add_assignment(assignment.id)
+        gb.update_or_create_notebook(notebook, assignment.id)
+        for part in assignment.parts:
+            gb.update_or_create_grade_cell(part.grade_id, notebook, assignment.id, max_score=part.points,
+                                           cell_type="markdown" if part.written else "code")
+        self._prepared.add(assignment.id)
+
+    def record(self, result: SubmissionResult, assignment: Assignment) -> None:
+        """Write one submission's part scores as auto scores, all in one transaction."""
+        self.ensure_assignment(assignment)
+        gb, notebook = self.gb, assignment.source.stem
+        try:
+            gb.find_student(result.student_id)
+        except MissingEntry:
+            gb.add_student(result.student_id)
+        try:
+            gb.find_submission(assignment.id, result.student_id)
+        except MissingEntry:
+            with warnings.catch_warnings():  # nbgrader's own add_submission trips SQLAlchemy's autoflush warnings
+                warnings.simplefilter("ignore", SAWarning)
+                gb.add_submission(assignment.id, result.student_id)  # creates an empty grade per cell
+        scores = {p.grade_id: p.score for p in result.parts}
+        try:
+            for part in assignment.parts:
+                grade = gb.find_grade(part.grade_id, notebook, assignment.id, result.student_id)
+                grade.auto_score = 0.0 if part.written else float(scores.get(part.grade_id, 0.0))
+                # a written answer worth points still waits for the instructor; everything else is done
+                grade.needs_manual_grade = bool(part.written and part.points > 0 and grade.manual_score is None)
+            gb.db.commit()
+        except BaseException:
+            gb.db.rollback()
+            raise
+
+    def scores(self, assignment_id: str, student_id: str) -> dict[str, float | None]:
+        """grade_id -> the score nbgrader shows (manual if set, else auto): for tests and checks."""
+        submission = self.gb.find_submission(assignment_id, student_id)
+        return {g.name: g.score for nb in submission.notebooks for g in nb.grades}

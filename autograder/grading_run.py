@@ -1,0 +1,264 @@
+"""A grading run, as `autograde grade` does it: find, grade, record, report; resumable.
+
+Each graded submission is recorded in this order: the gradebook (one transaction), its report (and
+nbgrader feedback), and last its result file, which marks it done. A run killed at any point and
+started again with `resume=True` grades exactly what has no result file yet, and rewrites every
+stored result into the gradebook (idempotent), so results and gradebook end up as an uninterrupted
+run would leave them.
+"""
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.assignments import load_assignment
+from autograder.discovery import DiscoveryError, FoundSubmission, course_root, find_submissions
+from autograder.engine import GradingOptions, Submission, grade_batch
+from autograder.gradebook import CourseGradebook
+from autograder.outputs import (ResultStore, atomic_write, notebook_digest, safe_name, write_grades_csv,
+                                write_results_json)
+from autograder.results import STATUS_ERROR, SubmissionResult
+from autograder.sandbox.process import Limits
+from autograder.sandbox.tiers import SandboxUnavailable
+from solutions import ASSIGNMENTS
+
+
+class GradingRunError(Exception):
+    """The run could not start: a message naming the file and what to do, and the exit code."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class RunOptions:
+    assignments: list[str]
+    submissions: Path
+    out: Path
+    students: set[str] = field(default_factory=set)
+    resume: bool = False
+    gradebook: Path | None = None
+    tier: str | None = None
+    allow_weak_sandbox: bool = False
+    cell_timeout: float = 30.0
+    probe_timeout: float = 30.0
+
+
+@dataclass
+class RunSummary:
+    out: Path
+    results: list[SubmissionResult]
+    graded_now: int
+    skipped: int
+    gradebook: Path
+    feedback: Path | None
+    assignment_ids: list[str]
+
+    def rows(self) -> list[tuple]:
+        rows = []
+        for a in self.assignment_ids:
+            rs = [r for r in self.results if r.assignment_id == a]
+            if not rs:
+                continue
+            scores = [r.score for r in rs]
+            failures = sum(r.status == STATUS_ERROR for r in rs)
+            rows.append((a, len(rs), statistics.mean(scores), statistics.median(scores), rs[0].max_score, failures))
+        return rows
+
+    def print(self) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console()
+        table = Table(title="Grading summary")
+        for column in ("assignment", "students", "mean", "median", "max", "failures"):
+            table.add_column(column, justify="left" if column == "assignment" else "right")
+        for a, n, mean, median, max_score, failures in self.rows():
+            table.add_row(a, str(n), f"{mean:.2f}", f"{median:.2f}", f"{max_score:g}", str(failures))
+        console.print(table)
+        console.print(f"graded {self.graded_now} submission(s), {self.skipped} already graded (resumed)")
+        console.print(f"results:  {self.out / 'results.json'}  and  {self.out / 'grades.csv'}")
+        console.print(f"reports:  {self.out / 'reports'}/<student>/<assignment>.html")
+        console.print(f"summary:  {self.out / 'summary.html'}")
+        console.print(f"gradebook: {self.gradebook}  (nbgrader export)")
+        if self.feedback:
+            console.print(f"feedback: {self.feedback}/<student>/<assignment>/  (nbgrader release_feedback)")
+
+
+def resolve_assignments(names: list[str]) -> list[str]:
+    if not names:
+        raise GradingRunError("name at least one assignment, or `all`")
+    if "all" in names:
+        return list(ASSIGNMENTS)
+    unknown = [n for n in names if n not in ASSIGNMENTS]
+    if unknown:
+        raise GradingRunError(f"no such assignment: {', '.join(unknown)}; the assignments are: {', '.join(ASSIGNMENTS)} "
+                              "(or `all`)")
+    return list(dict.fromkeys(names))
+
+
+def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
+    assignment_ids = resolve_assignments(opts.assignments)
+    out = Path(opts.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GradingRunError(f"cannot create the output folder {out}: {exc.strerror}") from None
+    try:
+        found = find_submissions(Path(opts.submissions), assignment_ids, opts.students or None,
+                                 unpack_to=out / "unpacked")
+    except DiscoveryError as exc:
+        raise GradingRunError(str(exc)) from None
+    if not found:
+        raise GradingRunError(
+            f"no submissions of {', '.join(assignment_ids)} in {opts.submissions}: expected nbgrader's layout "
+            "<student>/<assignment>/<assignment>.ipynb, or .ipynb files named after the student (and assignment)",
+            exit_code=1)
+    course = course_root(Path(opts.submissions)) if Path(opts.submissions).is_dir() else None
+    gradebook_path = opts.gradebook or (course / "gradebook.db" if course else out / "gradebook.db")
+    store = ResultStore(out)
+    assignments = {a: load_assignment(a) for a in assignment_ids}
+
+    todo: list[tuple[FoundSubmission, str | None]] = []
+    skipped = 0
+    for f in found:
+        try:
+            digest = notebook_digest(f.notebook)
+        except OSError:
+            digest = None  # graded anyway: reading it fails inside, as that submission's error status
+        stored = store.load(f.student_id, f.assignment_id) if opts.resume else None
+        if stored is not None and stored[1] == digest:
+            skipped += 1
+            continue
+        todo.append((f, digest))
+
+    feedback_root = course / "feedback" if course else None
+    digests = {(f.student_id, f.assignment_id): d for f, d in todo}
+    folders = {(f.student_id, f.assignment_id): f.folder for f, _ in todo}
+    grading = GradingOptions(limits=Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout),
+                             tier=opts.tier, allow_weak_sandbox=opts.allow_weak_sandbox)
+
+    with CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
+        def record(result: SubmissionResult):
+            key = (result.student_id, result.assignment_id)
+            gb.record(result, assignments[result.assignment_id])
+            write_report(out, result)
+            if feedback_root is not None:
+                write_feedback(feedback_root, result, folders.get(key), assignments[result.assignment_id].source.name)
+            store.save(result, digests.get(key))  # last: this marks the submission done
+            advance(result)
+
+        if todo:
+            try:
+                grade_batch([Submission(f.notebook, f.assignment_id, f.student_id) for f, _ in todo], grading, record)
+            except SandboxUnavailable as exc:
+                raise GradingRunError(str(exc)) from None
+        results = store.all(assignment_ids)
+        for result in results:  # after a resume the gradebook gets every stored result again (idempotent)
+            gb.record(result, assignments[result.assignment_id])
+        roster = gb.roster()
+    write_exports(out, results, roster, assignment_ids)
+    return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids)
+
+
+def write_report(out: Path, result: SubmissionResult) -> Path:
+    from autograder.report import render_report
+
+    path = out / "reports" / safe_name(result.student_id) / f"{result.assignment_id}.html"
+    atomic_write(path, render_report(result))
+    return path
+
+
+def write_feedback(feedback_root: Path, result: SubmissionResult, submission_folder: Path | None,
+                   notebook_name: str) -> None:
+    """The report where nbgrader expects feedback, with the files `nbgrader release_feedback` reads beside it."""
+    from autograder.report import render_report
+
+    folder = feedback_root / result.student_id / result.assignment_id
+    atomic_write(folder / (Path(notebook_name).stem + ".html"), render_report(result))
+    for name in ("timestamp.txt", "submission_secret.txt"):
+        source = submission_folder / name if submission_folder else None
+        if source is not None and source.is_file() and not source.is_symlink():
+            atomic_write(folder / name, source.read_bytes())
+
+
+def write_exports(out: Path, results: list[SubmissionResult], roster: list[str], assignment_ids: list[str]) -> None:
+    from autograder.report import render_summary
+
+    write_results_json(results, out / "results.json")
+    write_grades_csv(results, roster, assignment_ids, out / "grades.csv")
+    atomic_write(out / "summary.html", render_summary(results, roster))
+
+
+def rerender(out: Path, course: Path | None = None) -> int:
+    """Reports, summary and exports again from OUT/results/, without grading."""
+    store = ResultStore(out)
+    results = store.all()
+    if not results:
+        raise GradingRunError(f"no stored results in {out / 'results'}: run `autograde grade` first", exit_code=1)
+    roster: list[str] = []
+    gradebook = (course / "gradebook.db") if course else (out / "gradebook.db")
+    if gradebook.exists():
+        with CourseGradebook(gradebook) as gb:
+            roster = gb.roster()
+    for result in results:
+        write_report(out, result)
+        if course is not None:
+            folder = course / "submitted" / result.student_id / result.assignment_id
+            write_feedback(course / "feedback", result, folder, f"{result.assignment_id}.ipynb")
+    assignment_ids = [a for a in ASSIGNMENTS if any(r.assignment_id == a for r in results)]
+    write_exports(out, results, roster, assignment_ids)
+    return len(results)
+
+
+def import_roster(course: Path, roster_csv: Path) -> None:
+    """`nbgrader db student import` into the course's gradebook (the roster is nbgrader's)."""
+    cmd = [sys.executable, "-m", "nbgrader", "db", "student", "import", str(roster_csv)]
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    done = subprocess.run(cmd, cwd=course, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise GradingRunError(f"nbgrader db student import failed: {done.stderr[-500:]}")
+
+
+def run_demo(out: Path, tier: str | None = None) -> RunSummary:
+    """The bundled example class as an nbgrader course, graded: what the README's first command shows."""
+    from autograder.demo.build import build_demo_course
+
+    out = Path(out)
+    if out.exists():
+        shutil.rmtree(out)
+    demo = build_demo_course(out)
+    import_roster(demo.root, demo.roster_csv)
+    return run_grading(RunOptions(assignments=["all"], submissions=demo.root / "submitted",
+                                  out=demo.root / "autograde", tier=tier), progress=True)
+
+
+class _progress:
+    """A rich progress bar over the submissions (or nothing, for the API)."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled, self.total = enabled, total
+
+    def __enter__(self):
+        if not self.enabled or self.total == 0:
+            return lambda result: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                            TextColumn("{task.description}"))
+        self.bar.start()
+        task = self.bar.add_task("", total=self.total)
+
+        def advance(result):
+            self.bar.update(task, advance=1, description=f"{result.student_id}/{result.assignment_id}")
+
+        return advance
+
+    def __exit__(self, *exc):
+        if getattr(self, "bar", None) is not None:
+            self.bar.stop()

@@ -1,0 +1,124 @@
+"""What a grading run leaves in its output folder, written so that nothing is lost half-way.
+
+    OUT/results/<student>/<assignment>.json   one file per submission, written as soon as it is graded
+                                              (atomically), so an interrupted run resumes where it stopped
+    OUT/results.json                          every submission, for the LMS
+    OUT/grades.csv                            one row per student of the roster, one column per assignment
+    OUT/reports/<student>/<assignment>.html   the student's report
+    OUT/summary.html                          the class summary for the instructor
+"""
+
+import csv
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from urllib.parse import quote
+
+from autograder.results import SubmissionResult
+
+
+def safe_name(student_id: str) -> str:
+    """A file name for any student id (spaces, unicode and `/` included), reversible and never `.` or `..`."""
+    name = quote(student_id, safe=" -_.@+,=()[]{}~") if student_id not in (".", "..") else quote(student_id, safe="")
+    if name in (".", "..") or name.startswith("."):
+        name = "%2E" + name[1:]
+    return name or "%00"
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def notebook_digest(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+class ResultStore:
+    """One JSON file per graded submission under OUT/results/."""
+
+    def __init__(self, out: Path):
+        self.root = Path(out) / "results"
+
+    def path(self, student_id: str, assignment_id: str) -> Path:
+        return self.root / safe_name(student_id) / f"{assignment_id}.json"
+
+    def save(self, result: SubmissionResult, digest: str | None = None) -> None:
+        data = result.to_dict()
+        data["notebook_sha256"] = digest
+        atomic_write(self.path(result.student_id, result.assignment_id), json.dumps(data, ensure_ascii=False, indent=1))
+
+    def load(self, student_id: str, assignment_id: str) -> tuple[SubmissionResult, str | None] | None:
+        path = self.path(student_id, assignment_id)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return None
+        digest = data.pop("notebook_sha256", None)
+        return SubmissionResult.from_dict(data), digest
+
+    def all(self, assignment_ids: list[str] | None = None) -> list[SubmissionResult]:
+        results = []
+        for path in sorted(self.root.glob("*/*.json")):
+            if assignment_ids is not None and path.stem not in assignment_ids:
+                continue
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError:
+                continue  # a file cut short by a crash: that submission is graded again on --resume
+            data.pop("notebook_sha256", None)
+            results.append(SubmissionResult.from_dict(data))
+        return sorted(results, key=lambda r: (r.student_id, r.assignment_id))
+
+
+def write_results_json(results: list[SubmissionResult], path: Path) -> None:
+    """The list the LMS import reads: per submission, its score and every check."""
+    rows = []
+    for r in results:
+        rows.append({
+            "student": r.student_id, "assignment": r.assignment_id, "score": r.score, "max_score": r.max_score,
+            "status": r.status, "message": r.message, "tier": r.tier, "grader_version": r.grader_version,
+            "parts": [{"grade_id": p.grade_id, "score": p.score, "max_score": p.max_score} for p in r.parts],
+            "checks": [{"name": c.name, "grade_id": c.grade_id, "passed": c.passed, "points": c.points,
+                        "max_points": c.max_points, "message": c.message, "diagnosis": c.diagnosis}
+                       for p in r.parts for c in p.checks],
+        })
+    atomic_write(path, json.dumps(rows, ensure_ascii=False, indent=1))
+
+
+def spreadsheet_safe(value: str) -> str:
+    """A cell a spreadsheet shows as text, never runs as a formula (=, +, -, @, tab, CR at the start)."""
+    text = str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def write_grades_csv(results: list[SubmissionResult], roster: list[str], assignment_ids: list[str],
+                     path: Path) -> None:
+    """One row per student (roster first, then anyone else who submitted), zero where nothing was submitted."""
+    scores = {(r.student_id, r.assignment_id): r.score for r in results}
+    students = list(dict.fromkeys(list(roster) + sorted({r.student_id for r in results})))
+    with tempfile.SpooledTemporaryFile(mode="w+", newline="", encoding="utf-8") as buf:
+        writer = csv.writer(buf)
+        writer.writerow(["student", *assignment_ids, "total"])
+        for student in students:
+            row = [scores.get((student, a), 0.0) for a in assignment_ids]
+            writer.writerow([spreadsheet_safe(student), *map(_num, row), _num(sum(row))])
+        buf.seek(0)
+        lines = buf.read()
+    atomic_write(path, lines)
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"

@@ -1,0 +1,508 @@
+"""Render results as HTML: one student's report (Chinese) and the class summary (English, for the instructor).
+
+    from autograder.report import render_report, render_summary, find_borrowed_hand_answers
+    html = render_report(result)                       # a SubmissionResult
+    html = render_summary(results, roster=["alice", "bob"])
+
+Rendering only: no grading, no file discovery. Everything that came from a student (outputs, error
+messages, written answers, typed hand answers, even the student id) reaches the page through Jinja2
+with autoescaping on: it is text, never markup. The only markup made here is the score plot, an SVG
+that matplotlib draws from numbers alone. Check details are whitelisted (`SAFE_DETAIL_KEYS`); the
+seed, the inputs and the expected values are never rendered. Pages are self-contained: inline CSS,
+no scripts, no external resources.
+"""
+
+import functools
+import io
+import math
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from autograder import __version__
+from autograder.results import STATUS_ERROR, CheckResult, PartResult, SubmissionResult
+from autograder.sandbox.tiers import PROTECTS
+from solutions import ASSIGNMENTS
+from solutions.student_params import HAND_ASSIGNMENTS, student_answers, student_params
+
+# The only detail keys a report may show: nothing that could carry an input or an expected value.
+SAFE_DETAIL_KEYS = ("shape", "expected_shape", "dtype", "max_abs_error", "tolerance")
+DETAIL_LABELS = {"shape": "你的形状", "expected_shape": "应有形状", "dtype": "dtype",
+                 "max_abs_error": "最大绝对误差", "tolerance": "容限"}
+
+# Checks of the hand computations (typed numbers, the choice letter): by name, as in autograder/checks.
+HAND_CHECK_PREFIXES = ("test_hand", "test_choice")
+HAND_REL_TOL = 5e-4  # four significant figures, as the hand checks (autograder.checks.HAND)
+
+# Cells that went wrong in a way the instructor should look at (the sandbox killed or skipped them).
+SANDBOX_TROUBLE = ("Timeout", "Crash", "NotRun")
+CELL_ERROR_HINTS = {
+    "Timeout": "超时：这个单元格运行超过了时间限制，已被终止（是否有死循环，或计算量太大？）",
+    "Crash": "崩溃：运行这个单元格时进程异常退出（例如内存用尽），已被跳过",
+    "NotRun": "未运行：沙箱多次重启后放弃，这个单元格没有运行",
+}
+
+# What each isolation tier protects against (autograder.sandbox.tiers.PROTECTS, for the student, in Chinese).
+TIER_NOTES = {
+    "bubblewrap": "独立的用户、进程、网络和文件系统命名空间（只读的系统文件、私有临时目录、无网络），外加资源限制",
+    "landlock": "Landlock 限制文件读写、禁止 TCP 网络和向沙箱外发信号，外加独立用户和资源限制",
+    "rlimits": "只有资源限制（内存、CPU、文件大小、进程数）和超时：没有文件系统、网络或进程隔离",
+}
+
+MAX_TEXT = 4000  # characters of one student-written text shown (error messages, written answers)
+
+_env = Environment(
+    loader=PackageLoader("autograder", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+# --- formatting -------------------------------------------------------------------------------------------
+
+
+def fmt_points(x) -> str:
+    """Points as a person writes them: 10, 1.5, 1.25."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
+        return str(x)
+    return f"{round(float(x), 2):g}"
+
+
+def fmt_value(value) -> str:
+    """A number, list, string or None from a student's hand answers or their parameters, as plain text."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.10g}" if math.isfinite(value) else str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(fmt_value(v) for v in value) + "]"
+    return clip(str(value), 300)
+
+
+def fmt_detail(key: str, value) -> str:
+    if key == "max_abs_error" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:.3g}"
+    if key == "tolerance" and isinstance(value, float):
+        return f"相对误差 {value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]" + ("（0 维张量）" if key.endswith("shape") and not value else "")
+    return clip(str(value), 200)
+
+
+def clip(text: str, limit: int = MAX_TEXT) -> str:
+    text = "" if text is None else str(text)
+    return text if len(text) <= limit else text[:limit] + f" …（已截断，共 {len(text)} 个字符）"
+
+
+def code_segments(text: str) -> list[tuple[str, bool]]:
+    """'`rms_norm` 函数' -> [('rms_norm', True), (' 函数', False)]: inline code without trusting markup."""
+    pieces = str(text).split("`")
+    if len(pieces) % 2 == 0:  # an unpaired backtick: plain text
+        return [(str(text), False)] if text else []
+    return [(piece, i % 2 == 1) for i, piece in enumerate(pieces) if piece]
+
+
+def safe_details(details: dict) -> list[tuple[str, str]]:
+    """(label, text) for the whitelisted detail keys only, in a fixed order."""
+    return [(DETAIL_LABELS[k], fmt_detail(k, details[k])) for k in SAFE_DETAIL_KEYS if k in (details or {})]
+
+
+_env.filters["segments"] = code_segments
+
+
+# --- the assignment's titles, from the source notebook ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AssignmentInfo:
+    title: str  # "作业 1：RMSNorm —— 只做缩放的归一化", or the id
+    part_titles: dict  # grade_id -> (label "第 1 部分", title "手算 RMSNorm")
+    written: frozenset  # grade ids of written (markdown) parts
+    order: tuple  # grade ids in notebook order
+
+
+_PART_HEADING = re.compile(r"^##\s+(第\s*\d+\s*部分)\s*[：:]\s*(.+?)\s*$")
+_POINTS_SUFFIX = re.compile(r"（[^（）]*分[^（）]*）$")
+
+
+@functools.lru_cache(maxsize=None)
+def assignment_info(assignment_id: str) -> AssignmentInfo:
+    """Titles of the assignment and its parts from the headings of its source notebook (best effort)."""
+    try:
+        import nbformat
+
+        from autograder.assignments import load_assignment
+
+        assignment = load_assignment(assignment_id)
+        nb = nbformat.read(assignment.source, as_version=4)
+    except Exception:  # an unknown assignment or an unreadable source: fall back to the ids
+        return AssignmentInfo(assignment_id, {}, frozenset(), ())
+    title, heading, part_titles = assignment_id, None, {}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# ") and title == assignment_id:
+                    title = line[2:].strip()
+                match = _PART_HEADING.match(line)
+                if match:
+                    heading = (re.sub(r"\s+", " ", match.group(1)), _POINTS_SUFFIX.sub("", match.group(2)).strip())
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("grade") and heading and grade_id not in part_titles:
+            part_titles[grade_id] = heading
+    return AssignmentInfo(title, part_titles, frozenset(p.grade_id for p in assignment.parts if p.written),
+                          tuple(p.grade_id for p in assignment.parts))
+
+
+def assignment_order(assignment_id: str) -> tuple:
+    return (ASSIGNMENTS.index(assignment_id) if assignment_id in ASSIGNMENTS else len(ASSIGNMENTS), assignment_id)
+
+
+# --- hand computations -----------------------------------------------------------------------------------
+
+
+def is_hand_check(check: CheckResult) -> bool:
+    return check.name.startswith(HAND_CHECK_PREFIXES)
+
+
+def _fits(typed, right) -> bool:
+    """A typed answer fits a right answer: numbers within HAND_REL_TOL relative, strings exactly."""
+    if isinstance(typed, str) or isinstance(right, str):
+        return isinstance(typed, str) and isinstance(right, str) and typed == right
+    if isinstance(typed, (list, tuple)) and isinstance(right, (list, tuple)):
+        return len(typed) == len(right) and all(_fits(a, b) for a, b in zip(typed, right))
+    numbers = (int, float)
+    if isinstance(typed, bool) or isinstance(right, bool) or not (isinstance(typed, numbers) and isinstance(right, numbers)):
+        return False
+    if not (math.isfinite(typed) and math.isfinite(right)):
+        return False
+    return abs(typed - right) <= HAND_REL_TOL * max(abs(right), 1e-12)
+
+
+@functools.lru_cache(maxsize=4096)
+def _right_answers(assignment_id: str, student_id: str) -> dict | None:
+    try:
+        return student_answers(assignment_id, student_id)
+    except Exception:  # an empty or odd student id
+        return None
+
+
+def _hand_checks_failed(result: SubmissionResult) -> bool:
+    hand = [c for p in result.parts for c in p.checks if is_hand_check(c)]
+    if hand:
+        return not all(c.passed for c in hand)
+    own = _right_answers(result.assignment_id, result.student_id) or {}
+    return any(v is not None and not _fits(v, own.get(k)) for k, v in result.hand_answers.items())
+
+
+@dataclass(frozen=True)
+class BorrowedAnswers:
+    """`student_id`'s typed hand answers fit `other_student_id`'s numbers (and not their own)."""
+
+    assignment_id: str
+    student_id: str
+    other_student_id: str
+    matched: tuple[str, ...]  # the answer names that fit the other student's numbers
+    weak: bool  # only a choice letter matched: a chance fit is likely (about 1 in 4)
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.student_id}'s answers fit {self.other_student_id}'s numbers"
+
+    @property
+    def sentence_zh(self) -> str:
+        return f"学生 {self.student_id} 的答案与学生 {self.other_student_id} 的参数吻合"
+
+
+def find_borrowed_hand_answers(results: list[SubmissionResult], roster: list[str] | None = None) -> list[BorrowedAnswers]:
+    """Submissions of a hand-computation assignment whose hand checks failed and whose typed answers fit
+    another student's numbers (roster and results), within 5e-4 relative per number, strings exactly.
+
+    A fit counts only when every answer the student typed fits the other student's right answers and at
+    least one of them differs from the student's own right answer (otherwise it is no evidence).
+    """
+    others = sorted(set(roster or ()) | {r.student_id for r in results})
+    found = []
+    for result in sorted(results, key=lambda r: (assignment_order(r.assignment_id), r.student_id)):
+        aid = result.assignment_id
+        if aid not in HAND_ASSIGNMENTS or result.status == STATUS_ERROR or not _hand_checks_failed(result):
+            continue
+        typed = {k: v for k, v in (result.hand_answers or {}).items() if v is not None}
+        own = _right_answers(aid, result.student_id) or {}
+        if not typed:
+            continue
+        for other in others:
+            if other == result.student_id:
+                continue
+            theirs = _right_answers(aid, other)
+            if theirs is None or not all(k in theirs and _fits(v, theirs[k]) for k, v in typed.items()):
+                continue
+            telling = [k for k, v in typed.items() if not (k in own and _fits(theirs[k], own[k]))]
+            if not telling:
+                continue
+            weak = all(isinstance(typed[k], str) for k in telling)
+            found.append(BorrowedAnswers(aid, result.student_id, other, tuple(sorted(typed)), weak))
+    return found
+
+
+# --- the student's report --------------------------------------------------------------------------------
+
+
+@dataclass
+class CheckView:
+    passed: bool
+    name: str
+    description: str
+    message: str
+    diagnosis: str | None
+    points: str
+    max_points: str
+    details: list
+
+
+@dataclass
+class PartView:
+    grade_id: str
+    label: str  # "第 1 部分" or ""
+    title: str  # may hold `code`
+    score: str
+    max_score: str
+    fraction: float
+    answered: bool
+    message: str
+    written: bool
+    written_answer: str | None
+    checks: list
+    hand: dict | None = None  # params / typed answers, in the part of the hand computation
+
+
+def _score_class(score: float, max_score: float, error: bool = False) -> str:
+    if error:
+        return "neutral"
+    if max_score <= 0:
+        return "neutral"
+    fraction = score / max_score
+    return "good" if fraction >= 0.9 else "fair" if fraction >= 0.6 else "poor"
+
+
+def _hand_view(result: SubmissionResult) -> dict | None:
+    """The student's own numbers and the answers they typed (never the right answers)."""
+    if result.assignment_id not in HAND_ASSIGNMENTS:
+        return None
+    try:
+        params = student_params(result.assignment_id, result.student_id)
+    except Exception:
+        params = {}
+    rows = []
+    for name, value in params.items():
+        if isinstance(value, dict):  # the choice options: letter -> text
+            rows.append((name, [(str(k), fmt_value(v)) for k, v in value.items()]))
+        else:
+            rows.append((name, fmt_value(value)))
+    names = list(_right_answers(result.assignment_id, result.student_id) or {})
+    names += [n for n in (result.hand_answers or {}) if n not in names]
+    typed = [(n, fmt_value((result.hand_answers or {}).get(n)), (result.hand_answers or {}).get(n) is not None)
+             for n in names] if result.status != STATUS_ERROR else []
+    if not rows and not typed:
+        return None
+    return {"params": rows, "typed": typed}
+
+
+def _part_view(part: PartResult, info: AssignmentInfo, result: SubmissionResult) -> PartView:
+    label, title = info.part_titles.get(part.grade_id, ("", part.grade_id))
+    written = part.grade_id in info.written or part.grade_id in (result.written_answers or {})
+    answer = (result.written_answers or {}).get(part.grade_id)
+    message = part.message
+    if result.status == STATUS_ERROR and message == result.message:
+        message = "这份提交无法评分，见上方的说明"
+    return PartView(
+        grade_id=part.grade_id, label=label, title=title, score=fmt_points(part.score),
+        max_score=fmt_points(part.max_score),
+        fraction=max(0.0, min(1.0, part.score / part.max_score)) if part.max_score > 0 else 0.0,
+        answered=part.answered, message=message, written=written,
+        written_answer=clip(answer) if answer and answer.strip() else None,
+        checks=[CheckView(c.passed, c.name, c.description, clip(c.message), c.diagnosis, fmt_points(c.points),
+                          fmt_points(c.max_points), safe_details(c.details)) for c in part.checks],
+    )
+
+
+def render_report(result: SubmissionResult) -> str:
+    """One student's report for one assignment: a self-contained HTML page in Chinese."""
+    info = assignment_info(result.assignment_id)
+    parts = [_part_view(p, info, result) for p in result.parts]
+    hand = _hand_view(result)
+    if hand:
+        # the hand computation belongs in the part whose checks are the hand checks
+        home = next((v for v, p in zip(parts, result.parts) if any(is_hand_check(c) for c in p.checks)), None)
+        if home is None:
+            home = next((v for v in parts if v.grade_id.endswith(("_hand", "_choice", "_comparison"))), None)
+        if home is not None:
+            home.hand, hand = hand, None
+    known = {p.grade_id for p in result.parts}
+    extra_written = [(gid, clip(text)) for gid, text in (result.written_answers or {}).items()
+                     if gid not in known and text and text.strip()]
+    failed_cells = [
+        {"number": c.index + 1, "grade_id": c.grade_id, "error_type": c.error_type or "Error",
+         "hint": CELL_ERROR_HINTS.get(c.error_type or "", ""), "message": clip(c.error_message, 2000)}
+        for c in result.cells if not c.ok
+    ]
+    error = result.status == STATUS_ERROR
+    return _env.get_template("report.html.j2").render(
+        r=result, title=info.title, parts=parts, hand=hand, extra_written=extra_written, failed_cells=failed_cells,
+        error=error, score=fmt_points(result.score), max_score=fmt_points(result.max_score),
+        score_class=_score_class(result.score, result.max_score, error),
+        notebook=PurePath(result.notebook).name if result.notebook else "",
+        version=result.grader_version or __version__, tier=result.tier or "未知",
+        tier_note=TIER_NOTES.get(result.tier, "未记录隔离方式"), weak_tier=result.tier == "rlimits",
+    )
+
+
+# --- the class summary -----------------------------------------------------------------------------------
+
+
+def score_plot_svg(scores: list[float], max_score: float) -> Markup:
+    """A histogram of the scores as an inline <svg> (matplotlib, Agg canvas, no pyplot): numbers only."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    import matplotlib
+
+    top = max(max_score, max(scores, default=0.0), 1.0)
+    width = 1.0 if top <= 20 else top / 20
+    edges = [i * width for i in range(int(math.ceil(top / width)) + 1)]
+    if edges[-1] < top:
+        edges.append(edges[-1] + width)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "autograde-summary",
+                                "font.family": ["DejaVu Sans", "sans-serif"], "font.size": 9}):
+        fig = Figure(figsize=(6.4, 2.4))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        counts, _, bars = ax.hist(scores, bins=edges, color="#4f7cac", edgecolor="white", linewidth=1)
+        for count, bar in zip(counts, bars):
+            if count:
+                ax.annotate(f"{int(count)}", (bar.get_x() + bar.get_width() / 2, count), ha="center", va="bottom",
+                            fontsize=8, color="#333", xytext=(0, 2), textcoords="offset points")
+        if scores:
+            ax.axvline(statistics.mean(scores), color="#c0392b", linewidth=1.2, linestyle="--", label="mean")
+            ax.axvline(statistics.median(scores), color="#27865f", linewidth=1.2, linestyle=":", label="median")
+            ax.legend(frameon=False, fontsize=8, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=2)
+        ax.set_xlim(0, edges[-1])
+        ax.set_ylim(0, max(max(counts, default=0), 1) * 1.2)
+        ax.set_xlabel(f"score (max {fmt_points(max_score)})")
+        ax.set_ylabel("submissions")
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        fig.tight_layout()
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buffer.getvalue()
+    svg = svg[svg.index("<svg"):]  # no XML prolog or DOCTYPE inside HTML
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
+    svg = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", svg)  # inline SVG in HTML needs no namespace URLs
+    svg = re.sub(r'<svg([^>]*?)\swidth="[^"]*"\s+height="[^"]*"', r'<svg\1', svg, count=1)  # scale with CSS
+    svg = svg.replace("<svg", '<svg role="img" aria-label="score distribution"', 1)
+    return Markup(svg)
+
+
+@dataclass
+class CheckStat:
+    grade_id: str
+    name: str
+    description: str
+    passed: int = 0
+    total: int = 0
+    diagnoses: Counter = field(default_factory=Counter)
+
+    @property
+    def rate(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+    @property
+    def top_diagnosis(self) -> tuple[str, int] | None:
+        return self.diagnoses.most_common(1)[0] if self.diagnoses else None
+
+
+def _assignment_summary(aid: str, results: list[SubmissionResult], roster: list[str] | None,
+                        borrowed: list[BorrowedAnswers]) -> dict:
+    info = assignment_info(aid)
+    scores = [r.score for r in results]
+    max_score = max((r.max_score for r in results), default=0.0)
+    submitted = {r.student_id for r in results}
+    missing = sorted(set(roster or ()) - submitted)
+    stats: dict[tuple, CheckStat] = {}
+    mistakes: Counter = Counter()
+    mistake_checks: Counter = Counter()
+    for r in results:
+        if r.status == STATUS_ERROR:
+            continue
+        seen = set()
+        for p in r.parts:
+            for c in p.checks:
+                stat = stats.setdefault((c.grade_id, c.name), CheckStat(c.grade_id, c.name, c.description))
+                stat.total += 1
+                stat.passed += c.passed
+                if not c.passed and c.diagnosis:
+                    stat.diagnoses[c.diagnosis] += 1
+                    mistake_checks[c.diagnosis] += 1
+                    seen.add(c.diagnosis)
+        mistakes.update(seen)
+    order = {gid: i for i, gid in enumerate(info.order)}
+    check_rows = sorted(stats.values(), key=lambda s: order.get(s.grade_id, len(order)))
+    trouble = []
+    for r in sorted(results, key=lambda r: r.student_id):
+        if r.status == STATUS_ERROR:
+            trouble.append({"student": r.student_id, "kind": "error", "where": "submission", "message": clip(r.message, 500)})
+        for c in r.cells:
+            if not c.ok and c.error_type in SANDBOX_TROUBLE:
+                trouble.append({"student": r.student_id, "kind": c.error_type, "where": f"cell {c.index + 1}"
+                                + (f" ({c.grade_id})" if c.grade_id else ""), "message": clip(c.error_message, 300)})
+    return {
+        "id": aid, "title": info.title, "count": len(results), "missing": missing,
+        "not_on_roster": sorted(submitted - set(roster)) if roster is not None else [],
+        "errors": sum(r.status == STATUS_ERROR for r in results),
+        "mean": fmt_points(statistics.mean(scores)) if scores else "—",
+        "median": fmt_points(statistics.median(scores)) if scores else "—",
+        "max": fmt_points(max(scores)) if scores else "—",
+        "max_score": fmt_points(max_score),
+        "mean_fraction": statistics.mean(scores) / max_score if scores and max_score else 0.0,
+        "plot": score_plot_svg(scores, max_score) if results else None,
+        "checks": [{"grade_id": s.grade_id, "part": info.part_titles.get(s.grade_id, ("", ""))[1].replace("`", ""), "name": s.name,
+                    "description": s.description, "passed": s.passed, "total": s.total, "rate": s.rate,
+                    "rate_class": "good" if s.rate >= 0.9 else "fair" if s.rate >= 0.6 else "poor",
+                    "diagnosis": s.top_diagnosis} for s in check_rows],
+        "mistakes": [(name, n, mistake_checks[name]) for name, n in mistakes.most_common(10)],
+        "trouble": trouble,
+        "borrowed": [b for b in borrowed if not b.weak],
+        "borrowed_weak": [b for b in borrowed if b.weak],
+        "hand": aid in HAND_ASSIGNMENTS,
+    }
+
+
+def render_summary(results: list[SubmissionResult], roster: list[str] | None = None) -> str:
+    """The class summary for the instructor (English): per assignment statistics, plots, checks, flags."""
+    by_assignment: dict[str, list[SubmissionResult]] = {}
+    for r in results:
+        by_assignment.setdefault(r.assignment_id, []).append(r)
+    borrowed = find_borrowed_hand_answers(results, roster)
+    assignments = [
+        _assignment_summary(aid, by_assignment[aid], roster, [b for b in borrowed if b.assignment_id == aid])
+        for aid in sorted(by_assignment, key=assignment_order)
+    ]
+    tiers = sorted({r.tier for r in results if r.tier})
+    versions = sorted({r.grader_version for r in results if r.grader_version})
+    return _env.get_template("summary.html.j2").render(
+        assignments=assignments, total=len(results), students=len({r.student_id for r in results}),
+        roster_size=len(roster) if roster is not None else None, borrowed_total=sum(not b.weak for b in borrowed),
+        tiers=[(t, PROTECTS.get(t, "")) for t in tiers], versions=versions or [__version__],
+        version=__version__,
+    )

@@ -1,0 +1,188 @@
+"""`autograde grade` end to end: a small class in nbgrader's layout, the outputs, the gradebook, resume after kill -9."""
+
+import csv
+import io
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from typer.testing import CliRunner
+
+from autograder.cli import app
+from autograder.examples import notebook_with_edits
+from autograder.results import SubmissionResult
+from conftest import release_notebook, run_nbgrader, source_notebook
+from solutions.student_params import student_answers
+
+pytestmark = pytest.mark.slow
+
+FORMULA_ID = '=HYPERLINK("x")'
+RMS_RETURN = "return (xc / rms * gamma.to(compute_dtype)).to(x.dtype)"
+RUNNER = CliRunner()
+FAST = ["--cell-timeout", "8", "--probe-timeout", "8"]
+
+
+def typed_hand_answers(answers: dict) -> list[tuple[str, str]]:
+    nb = nbformat.read(source_notebook("rmsnorm"), as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "hand_answer")
+    region = cell.source.split("### BEGIN SOLUTION\n", 1)[1].split("### END SOLUTION", 1)[0]
+    return [(region, "".join(f"{k} = {v!r}\n" for k, v in answers.items()))]
+
+
+def make_course(root: Path) -> Path:
+    """A course folder: nbgrader config, a roster in the gradebook, and submissions in nbgrader's layout."""
+    root.mkdir(parents=True)
+    shutil.copy(Path(__file__).parent.parent / "nbgrader_config.py", root)
+    work = {
+        "alice": nbformat.read(source_notebook("rmsnorm"), as_version=4),
+        FORMULA_ID: nbformat.read(release_notebook("rmsnorm"), as_version=4),
+        "carol": notebook_with_edits("rmsnorm", typed_hand_answers(student_answers("rmsnorm", "alice"))),
+        "erin": notebook_with_edits("rmsnorm", [(RMS_RETURN, "raise ValueError('<script>alert(1)</script>')")]),
+    }
+    for student, nb in work.items():
+        folder = root / "submitted" / student / "rmsnorm"
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / "rmsnorm.ipynb")
+        (folder / "timestamp.txt").write_text("2026-11-30 10:00:00.000000 UTC")
+    broken = root / "submitted" / "bob" / "rmsnorm"
+    broken.mkdir(parents=True)
+    (broken / "rmsnorm.ipynb").write_text('{"cells": [')  # cut short
+    (broken / "timestamp.txt").write_text("2026-11-30 10:00:00.000000 UTC")
+    roster = root / "roster.csv"
+    roster.write_text("id,first_name,last_name,email\n" + "\n".join(
+        f'"{s.replace(chr(34), chr(34) * 2)}",,,' for s in ["alice", "bob", "carol", "dave", "erin", FORMULA_ID]) + "\n")
+    done = run_nbgrader(["db", "student", "import", str(roster)], cwd=root)
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def graded_course(tmp_path_factory):
+    course = make_course(tmp_path_factory.mktemp("cli") / "course")
+    result = RUNNER.invoke(app, ["grade", "rmsnorm", "--submissions", str(course / "submitted"),
+                                 "--out", str(course / "out"), *FAST])
+    assert result.exit_code == 0, result.output
+    return course, result.output
+
+
+def test_results_json_lists_every_submission_and_check(graded_course):
+    course, output = graded_course
+    rows = json.loads((course / "out" / "results.json").read_text())
+    by_student = {r["student"]: r for r in rows}
+    assert set(by_student) == {"alice", "bob", "carol", "erin", FORMULA_ID}
+    assert by_student["alice"]["score"] == 10 and by_student["alice"]["status"] == "graded"
+    assert by_student["bob"]["status"] == "error" and by_student["bob"]["score"] == 0
+    assert by_student[FORMULA_ID]["score"] == 0
+    assert by_student["carol"]["score"] == 8  # the hand part (2 points) lost: another student's numbers
+    for check in by_student["alice"]["checks"]:
+        assert set(check) >= {"name", "grade_id", "passed", "points", "max_points", "message", "diagnosis"}
+    assert "Grading summary" in output and "failures" in output
+
+
+def test_grades_csv_has_the_roster_and_escapes_formulas(graded_course):
+    course, _ = graded_course
+    rows = list(csv.reader(io.StringIO((course / "out" / "grades.csv").read_text())))
+    assert rows[0] == ["student", "rmsnorm", "total"]
+    table = {r[0]: r[1:] for r in rows[1:]}
+    assert table["alice"] == ["10", "10"] and table["dave"] == ["0", "0"]  # dave is on the roster, submitted nothing
+    assert "'" + FORMULA_ID in table and FORMULA_ID not in table  # a spreadsheet shows it as text
+
+
+def test_gradebook_export_shows_the_same_scores(graded_course):
+    course, _ = graded_course
+    done = run_nbgrader(["export", "--to", str(course / "export.csv")], cwd=course)
+    assert done.returncode == 0, done.stderr
+    exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(open(course / "export.csv"))}
+    results = {r["student"]: r["score"] for r in json.loads((course / "out" / "results.json").read_text())}
+    for student, score in results.items():
+        assert exported[student] == score, student
+    assert exported["dave"] == 0
+
+
+def test_every_report_renders_and_feedback_sits_where_nbgrader_expects_it(graded_course):
+    course, _ = graded_course
+    for student in ("alice", "bob", "carol", "erin"):
+        report = (course / "out" / "reports" / student / "rmsnorm.html").read_text()
+        assert report.startswith("<!DOCTYPE html>") or report.lstrip().lower().startswith("<!doctype html>")
+        assert student in report
+        feedback = course / "feedback" / student / "rmsnorm"
+        assert (feedback / "rmsnorm.html").exists() and (feedback / "timestamp.txt").exists()
+    erin = (course / "out" / "reports" / "erin" / "rmsnorm.html").read_text()
+    assert "<script>alert(1)</script>" not in erin and "&lt;script&gt;" in erin
+
+
+def test_summary_flags_hand_answers_that_fit_another_student(graded_course):
+    course, _ = graded_course
+    summary = (course / "out" / "summary.html").read_text()
+    assert "carol" in summary and "答案与学生 alice 的参数吻合" in summary
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["grade", "rmsnorm", "--submissions", "/no/such/folder"], "no such file or directory"),
+    (["grade", "attention", "--submissions", "."], "no such assignment"),
+])
+def test_bad_arguments_exit_non_zero_with_a_message(args, fragment):
+    result = RUNNER.invoke(app, args)
+    assert result.exit_code != 0 and fragment in result.output
+
+
+def test_an_empty_folder_exits_non_zero(tmp_path):
+    result = RUNNER.invoke(app, ["grade", "rmsnorm", "--submissions", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert result.exit_code != 0 and "no submissions" in result.output
+
+
+def gradebook_rows(db: Path) -> tuple[int, int]:
+    with sqlite3.connect(db) as con:
+        submissions = con.execute("select count(*) from submitted_assignment").fetchone()[0]
+        duplicates = con.execute("select count(*) from (select assignment_id, student_id, count(*) c "
+                                 "from submitted_assignment group by 1, 2 having c > 1)").fetchone()[0]
+    return submissions, duplicates
+
+
+def test_resume_after_kill_9_gives_identical_results_and_gradebook(tmp_path):
+    course = make_course(tmp_path / "course")
+    for i in range(4):  # a few more students, so that the kill lands half-way
+        folder = course / "submitted" / f"extra{i}" / "rmsnorm"
+        folder.mkdir(parents=True)
+        shutil.copy(source_notebook("rmsnorm"), folder / "rmsnorm.ipynb")
+    clean = tmp_path / "clean"
+    shutil.copytree(course, clean)
+
+    cmd = [sys.executable, "-m", "autograder.cli", "grade", "rmsnorm", "--submissions", "SUB", "--out", "OUT", *FAST]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    args = [a.replace("SUB", str(course / "submitted")).replace("OUT", str(course / "out")) for a in cmd]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while len(list((course / "out" / "results").glob("*/*.json"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(list((course / "out" / "results").glob("*/*.json"))) < 9, "the run finished before the kill"
+
+    resumed = subprocess.run(args + ["--resume"], env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "already graded (resumed)" in resumed.stdout
+    full = subprocess.run([a.replace(str(course), str(clean)) for a in args], env=env, capture_output=True, text=True)
+    assert full.returncode == 0, full.stderr[-2000:]
+
+    def identities(root):
+        return sorted((json.dumps(SubmissionResult.from_dict(
+            {k: v for k, v in json.loads(p.read_text()).items() if k != "notebook_sha256"}).identity(), sort_keys=True))
+            for p in (root / "out" / "results").glob("*/*.json"))
+
+    assert identities(course) == identities(clean)
+    assert gradebook_rows(course / "gradebook.db") == gradebook_rows(clean / "gradebook.db") == (9, 0)
+    exports = []
+    for root in (course, clean):
+        done = run_nbgrader(["export", "--to", str(root / "export.csv")], cwd=root)
+        assert done.returncode == 0, done.stderr
+        exports.append(sorted((r["student_id"], r["score"]) for r in csv.DictReader(open(root / "export.csv"))))
+    assert exports[0] == exports[1]

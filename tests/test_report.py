@@ -1,0 +1,300 @@
+"""The HTML reports: student text stays text, nothing hidden leaks, pages are offline, borrowed hand answers
+are found. Results are built directly (no grading, no sandbox)."""
+
+import html
+import importlib.util
+import re
+import shutil
+import tomllib
+from html.parser import HTMLParser
+
+import pytest
+
+from autograder import REPO_ROOT
+from autograder.report import (DETAIL_LABELS, SAFE_DETAIL_KEYS, TIER_NOTES, BorrowedAnswers, find_borrowed_hand_answers,
+                               render_report, render_summary)
+from autograder.results import CellRun, CheckResult, PartResult, SubmissionResult
+from autograder.sandbox.tiers import PROTECTS
+from solutions.student_params import student_answers, student_params
+
+SCRIPT = "<script>alert(1)</script>"
+IMG = "<img src=x onerror=alert(document.cookie)>"
+HOSTILE = f"{SCRIPT} {IMG}"
+SEED = 918273645546372819
+
+
+class Tags(HTMLParser):
+    """Every start tag and its attributes, as a browser would parse them."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def check(name, grade_id, passed, points=1.0, message=None, details=None, diagnosis=None, description=None):
+    return CheckResult(name=name, grade_id=grade_id, passed=passed, points=points if passed else 0.0,
+                       max_points=points, description=description or f"检查 {name} 的说明",
+                       message=message or ("通过" if passed else f"{name} 不对"), details=details or {},
+                       diagnosis=diagnosis)
+
+
+def rmsnorm_result(student_id="alice", hand_ok=True, hand_answers=None, **kw) -> SubmissionResult:
+    parts = [
+        PartResult("rmsnorm_hand", 2.0 if hand_ok else 0.0, 2.0, [
+            check("test_hand_rms", "rmsnorm_hand", hand_ok),
+            check("test_hand_output", "rmsnorm_hand", hand_ok)]),
+        PartResult("rmsnorm_function", 2.5, 4.0, [
+            check("test_function_float64_batched", "rmsnorm_function", True, 1.5),
+            check("test_function_uses_eps_argument", "rmsnorm_function", True, 1.0),
+            check("test_function_float32_default_eps", "rmsnorm_function", False, 1.0,
+                  details={"shape": [2, 7, 32], "expected_shape": [2, 7, 32], "dtype": "torch.float32",
+                           "max_abs_error": 0.25, "tolerance": "rtol=1e-05, atol=1e-05"},
+                  diagnosis="eps_outside_root"),
+            check("test_function_single_vector", "rmsnorm_function", False, 0.5)]),
+        PartResult("rmsnorm_module", 4.0, 4.0, [
+            check("test_module_parameters", "rmsnorm_module", True, 1.0),
+            check("test_module_forward_backward_float64", "rmsnorm_module", True, 2.0),
+            check("test_module_forward_float32", "rmsnorm_module", True, 1.0)]),
+    ]
+    if hand_answers is None:
+        hand_answers = student_answers("rmsnorm", student_id) if hand_ok else {"rms": 1.0, "output": [0.0, 0.0]}
+    fields = dict(student_id=student_id, assignment_id="rmsnorm", status="graded",
+                  score=sum(p.score for p in parts), max_score=10.0, parts=parts, tier="bubblewrap", seed=SEED,
+                  grader_version="0.1.0", notebook=f"/srv/course/submitted/{student_id}/rmsnorm/rmsnorm.ipynb",
+                  hand_answers=hand_answers)
+    fields.update(kw)
+    return SubmissionResult(**fields)
+
+
+def hostile_result() -> SubmissionResult:
+    """gradient_flow, with markup wherever a student's text can reach the page."""
+    parts = [
+        PartResult("gradient_flow_choice", 0.0, 2.0, [
+            check("test_choice_letter", "gradient_flow_choice", False, 2.0, message=f"`answer` 不对：{HOSTILE}",
+                  description=f"选择题 {SCRIPT}", diagnosis=f"mistake {IMG}",
+                  details={"dtype": HOSTILE, "shape": [SCRIPT]})]),
+        PartResult("norm_stacks", 0.0, 4.0, [], answered=False,
+                   message=f"未找到该题的答案单元格（可能被删除了）{SCRIPT}"),
+        PartResult("layer_grad_norms", 4.0, 4.0, [check("test_grad_norms_match_reference", "layer_grad_norms", True, 4.0)]),
+        PartResult("gradient_flow_observation", 0.0, 0.0, [], message="书面回答，由老师阅读，不计分"),
+    ]
+    return SubmissionResult(
+        student_id="erin", assignment_id="gradient_flow", status="graded", score=4.0, max_score=10.0, parts=parts,
+        cells=[CellRun(19, None, False, "ValueError", HOSTILE), CellRun(21, "x", False, "Timeout", ""),
+               CellRun(22, None, True)],
+        message=f"提示 {IMG}", tier="rlimits", seed=SEED, grader_version="0.1.0",
+        hand_answers={"answer": HOSTILE},
+        written_answers={"gradient_flow_observation": f"第一行 {SCRIPT}\n第二行 {IMG}"},
+    )
+
+
+# --- escaping ---------------------------------------------------------------------------------------------
+
+
+def assert_no_live_markup(page: str):
+    tags = Tags(page).tags
+    assert not [t for t, _ in tags if t in ("script", "img", "iframe", "object", "embed", "link")], "live markup"
+    assert not [(t, a) for t, a in tags for name in a if name.startswith("on")], "an event handler attribute"
+    assert "<script" not in page.lower()
+
+
+def test_student_text_is_escaped_in_the_report():
+    page = render_report(hostile_result())
+    assert_no_live_markup(page)
+    assert html.escape(SCRIPT) in page
+    assert html.escape(IMG) in page
+    # all of it is there, as text: message, description, diagnosis, written answer, cell error, typed answer
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    for piece in (f"answer 不对：{HOSTILE}", f"选择题 {SCRIPT}", f"可能的错误：mistake {IMG}",
+                  f"第一行 {SCRIPT}\n第二行 {IMG}", f"提示 {IMG}", HOSTILE):
+        assert piece in text, piece
+
+
+def test_student_text_is_escaped_in_the_summary():
+    hostile = hostile_result()
+    hostile.student_id = f"x{SCRIPT}"
+    hostile.cells[1].error_message = IMG
+    broken = rmsnorm_result("dave", status="error", message=f"无法读取 {IMG}", parts=[])
+    page = render_summary([hostile, broken, rmsnorm_result("bob")], roster=[f"y{IMG}", "bob"])
+    assert_no_live_markup(page)
+    assert html.escape(SCRIPT) in page and html.escape(IMG) in page
+
+
+def test_written_answer_is_plain_text_and_not_scored():
+    page = render_report(hostile_result())
+    match = re.search(r'<div class="written pre">(.*?)</div>', page, re.S)
+    assert match and html.unescape(match.group(1)) == f"第一行 {SCRIPT}\n第二行 {IMG}"
+    assert "由老师阅读，不计分" in page
+
+
+# --- offline, complete, nothing hidden ------------------------------------------------------------------------
+
+
+def resource_references(page: str) -> list:
+    """Attributes that would make a browser fetch something (in-page #anchors are fine)."""
+    return [(tag, name, value) for tag, attrs in Tags(page).tags for name, value in attrs.items()
+            if name in ("src", "srcset", "action", "data", "poster", "background", "xlink:href", "href")
+            and not (value or "").startswith("#")
+            or name == "style" and "url(" in (value or "")]
+
+
+def test_report_is_offline():
+    for page in (render_report(rmsnorm_result()), render_report(hostile_result())):
+        assert not re.search(r"https?://", page)
+        assert resource_references(page) == []
+        style = "".join(re.findall(r"<style>(.*?)</style>", page, re.S))
+        assert "url(" not in style and "@import" not in style
+        assert not [t for t, _ in Tags(page).tags if t in ("script", "link", "iframe", "img")]
+
+
+def test_summary_is_offline_and_embeds_an_svg_plot():
+    results = [rmsnorm_result("alice"), rmsnorm_result("bob", hand_ok=False), hostile_result()]
+    page = render_summary(results, roster=["alice", "bob", "carol"])
+    assert page.count("<svg") == 2 and page.count("</svg>") == 2  # one plot per assignment
+    assert "<?xml" not in page and "<!DOCTYPE svg" not in page
+    assert not re.search(r"https?://", page)
+    assert resource_references(page) == []
+    assert not [t for t, _ in Tags(page).tags if t in ("script", "link", "iframe", "img")]
+
+
+def test_every_part_and_check_appears():
+    result = rmsnorm_result()
+    page = html.unescape(render_report(result))
+    for part in result.parts:
+        assert part.grade_id in page
+        assert f"{part.score:g} / {part.max_score:g} 分" in page
+        for c in part.checks:
+            assert c.name in page and c.description in page
+    assert page.count("✓") == 7 and page.count("✗") == 2
+    assert "作业 1：RMSNorm" in page and "手算 RMSNorm" in page  # titles from the source notebook
+    assert "8.5" in page and "/ 10" in page
+
+
+def test_hidden_seed_never_appears():
+    results = [rmsnorm_result("alice"), hostile_result()]
+    for page in [render_report(r) for r in results] + [render_summary(results)]:
+        assert str(SEED) not in page
+        assert f"{SEED:x}" not in page
+
+
+def test_only_whitelisted_details_appear():
+    details = {"shape": [2, 3], "expected_shape": [2, 3], "dtype": "torch.float64", "max_abs_error": 0.5,
+               "tolerance": "rtol=1e-10, atol=1e-10", "share_outside": 0.123456789, "input": "SECRET-INPUT-7731",
+               "expected": [3.14159265358], "param_shapes": {"gamma": [99991]}, "nan": 424242}
+    result = rmsnorm_result()
+    result.parts[1].checks[2].details = details
+    page = render_report(result)
+    labels = re.findall(r'<span class="chip"><b>(.*?)</b>', page)
+    assert sorted(labels) == sorted(DETAIL_LABELS[k] for k in SAFE_DETAIL_KEYS)
+    for key in ("share_outside", "param_shapes", "SECRET"):
+        assert key not in page, key
+    for leaked in ("SECRET-INPUT-7731", "3.14159265358", "99991", "424242", "0.123456789", "12%"):
+        assert leaked not in page, leaked
+    for shown in ("[2, 3]", "torch.float64", "0.5", "rtol=1e-10, atol=1e-10"):
+        assert shown in page, shown
+
+
+def test_status_error_shows_its_message():
+    message = "笔记本文件不是有效的 JSON，可能已损坏；请用 Jupyter 重新保存后提交"
+    parts = [PartResult(g, 0.0, m, [], answered=False, message=message)
+             for g, m in (("rmsnorm_hand", 2.0), ("rmsnorm_function", 4.0), ("rmsnorm_module", 4.0))]
+    page = render_report(rmsnorm_result("dave", status="error", message=message, parts=parts, score=0.0,
+                                        hand_answers={}))
+    assert message in page and "无法评分" in page
+    assert all(f'id="part-{p.grade_id}"' in page for p in parts)
+
+
+def test_unanswered_part_shows_its_message():
+    page = html.unescape(render_report(hostile_result()))
+    assert "未找到该题的答案单元格（可能被删除了）" in page
+
+
+def test_hand_numbers_and_typed_answers_are_shown():
+    result = rmsnorm_result("alice", hand_ok=False, hand_answers={"rms": 12.5, "output": None})
+    page = render_report(result)
+    params = student_params("rmsnorm", "alice")
+    assert "[" + ", ".join(f"{v:.10g}" for v in params["x"]) + "]" in page
+    assert "12.5" in page and "未填写，或无法读取" in page
+    # never the right answers
+    right = student_answers("rmsnorm", "alice")
+    assert f"{right['rms']:.10g}" not in page and f"{right['rms']:.4g}" not in page
+
+
+def test_failed_cells_and_tier_are_shown():
+    page = render_report(hostile_result())
+    assert "运行出错的单元格" in page and "第 20 个" in page and "ValueError" in page and "超时" in page
+    assert "rlimits" in page and "资源限制" in page
+    assert "0.1.0" in page
+
+
+def test_every_tier_has_a_chinese_note():
+    assert set(TIER_NOTES) == set(PROTECTS)
+
+
+def test_diagnosis_is_named():
+    assert "可能的错误：eps_outside_root" in render_report(rmsnorm_result())
+
+
+# --- hand answers that fit another student's numbers -------------------------------------------------------
+
+
+def test_borrowed_hand_answers_are_found_and_shown():
+    alice = rmsnorm_result("alice", hand_ok=False, hand_answers=student_answers("rmsnorm", "bob"))
+    bob = rmsnorm_result("bob")
+    carol = rmsnorm_result("carol", hand_ok=False)  # wrong, but nobody's numbers
+    found = find_borrowed_hand_answers([alice, bob, carol], roster=["alice", "bob", "carol", "zoe"])
+    assert found == [BorrowedAnswers("rmsnorm", "alice", "bob", ("output", "rms"), False)]
+    page = render_summary([alice, bob, carol], roster=["alice", "bob", "carol", "zoe"])
+    assert "答案与学生 bob 的参数吻合" in page
+    assert "alice's answers fit bob's numbers" in html.unescape(page)
+
+
+def test_borrowed_from_a_roster_student_without_a_submission():
+    zoe = student_answers("rmsnorm", "zoe")
+    nearly = {"rms": zoe["rms"] * (1 + 2e-4), "output": [v * (1 - 2e-4) for v in zoe["output"]]}
+    alice = rmsnorm_result("alice", hand_ok=False, hand_answers=nearly)
+    assert [(b.student_id, b.other_student_id) for b in find_borrowed_hand_answers([alice], ["alice", "zoe"])] \
+        == [("alice", "zoe")]
+    assert find_borrowed_hand_answers([alice], None) == []  # zoe is neither in the roster nor in the results
+    off = {"rms": zoe["rms"] * 1.01, "output": zoe["output"]}
+    assert find_borrowed_hand_answers([rmsnorm_result("alice", hand_ok=False, hand_answers=off)], ["zoe"]) == []
+
+
+def test_passing_hand_checks_are_not_flagged():
+    bob = rmsnorm_result("bob")
+    twin = rmsnorm_result("alice", hand_ok=True, hand_answers=student_answers("rmsnorm", "bob"))
+    assert find_borrowed_hand_answers([bob, twin], ["alice", "bob"]) == []
+
+
+# --- packaging and screenshots ---------------------------------------------------------------------------
+
+
+def test_templates_are_package_data():
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    assert "templates/*.j2" in pyproject["tool"]["setuptools"]["package-data"]["autograder"]
+    for name in ("base.html.j2", "report.html.j2", "summary.html.j2"):
+        assert (REPO_ROOT / "autograder" / "templates" / name).is_file()
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (apt-get install chromium)")
+def test_screenshot_is_not_blank(tmp_path):
+    spec = importlib.util.spec_from_file_location("screenshot", REPO_ROOT / "scripts" / "screenshot.py")
+    screenshot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(screenshot)
+    page = tmp_path / "report.html"
+    page.write_text(render_report(rmsnorm_result("carol", hand_ok=False)), encoding="utf-8")
+    png = screenshot.chromium_screenshot(page, tmp_path / "report.png", 1280, 900)
+    from PIL import Image
+
+    with Image.open(png) as image:
+        assert image.size == (1280, 900)
+        gray = image.convert("L")
+        low, high = gray.getextrema()
+        assert high - low > 100, "a blank page"
+        histogram = gray.histogram()
+        assert max(histogram) < 0.97 * sum(histogram), "almost one colour: nothing rendered"
+        assert sum(1 for n in histogram if n) > 20
