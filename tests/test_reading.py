@@ -99,3 +99,32 @@ def test_a_batch_survives_broken_and_edited_notebooks(tmp_path):
     assert by_part["rmsnorm_hand"].score == 2 and by_part["rmsnorm_function"].score == 4
     assert by_part["rmsnorm_module"].score == 0 and not by_part["rmsnorm_module"].answered
     assert all("未找到该题的答案" in c.message for c in by_part["rmsnorm_module"].checks)
+
+
+def test_wire_round_trips_odd_strides_and_dtypes():
+    """Tensors with any strides (one-element ones included), dtypes and nesting cross the boundary intact."""
+    import torch
+
+    from autograder.sandbox import wire
+
+    values = {"one": torch.zeros(4, dtype=torch.float64)[::2][:1], "t": torch.arange(6.0).reshape(2, 3).t(),
+              "bf16": torch.ones(3, dtype=torch.bfloat16), "dtype": torch.float64, "nested": ([1, 2.5], (None, "x")),
+              "empty": torch.empty(0, 3)}
+    buffers = []
+    back = wire.decode(wire.encode(values, buffers), buffers, 10**6)
+    for key in ("one", "t", "bf16", "empty"):
+        assert torch.equal(back[key], values[key]) and back[key].dtype == values[key].dtype
+    assert back["dtype"] is torch.float64 and back["nested"] == ([1, 2.5], (None, "x"))
+
+
+def test_wire_refuses_lying_headers():
+    from autograder.sandbox import wire
+
+    with pytest.raises(wire.WireError):
+        wire.decode({"$tensor": 0, "dtype": "float32", "shape": [1000, 1000]}, [b"\0" * 16], 10**9)
+    with pytest.raises(wire.WireError):
+        wire.decode({"$tensor": 0, "dtype": "object", "shape": [1]}, [b"\0" * 8], 10**9)
+    with pytest.raises(wire.WireError):
+        wire.decode({"$tensor": 0, "dtype": "float32", "shape": [10**6]}, [b"\0" * 4 * 10**6], 1000)
+    with pytest.raises(wire.WireError):
+        wire.decode({"$pickle": "gASV..."}, [], 10)

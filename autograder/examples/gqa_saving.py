@@ -1,4 +1,4 @@
-from autograder.examples import mistake
+from autograder.examples import alternative, mistake
 
 HAND = {"test_hand_mha_kv_bytes", "test_hand_gqa_kv_bytes", "test_hand_saving_ratio"}
 # the module checks whose inputs have seq_len > 1 and no KV-head pairing that hides the mistake
@@ -107,5 +107,128 @@ MISTAKES = [
         [("return 2 * batch * seq_len * num_kv_heads * head_dim * bytes_per_element * num_layers",
           "return 2 * batch * seq_len * num_kv_heads * head_dim * bytes_per_element")],
         {"test_kv_cache_bytes_uses_dtype_and_layers"},
+    ),
+]
+
+# --- correct work in other styles: full marks, no diagnosis -------------------------------------------
+
+HAND_REF = ("mha_kv_bytes = 2 * batch * seq_len * num_q_heads * head_dim * 2\n"
+            "gqa_kv_bytes = 2 * batch * seq_len * num_kv_heads * head_dim * 2\n"
+            "saving_ratio = 1 - gqa_kv_bytes / mha_kv_bytes")
+KV_BYTES_REF = "    return 2 * batch * seq_len * num_kv_heads * head_dim * bytes_per_element * num_layers"
+REPEAT_REF = ("    B, S, num_kv_heads, head_dim = x.shape\n"
+              "    # a new axis right after the KV-head axis, so that each head is followed by its own copies\n"
+              "    return x[:, :, :, None, :].expand(B, S, num_kv_heads, n_rep, head_dim).flatten(2, 3)")
+INIT_REF = (
+    "        self.num_q_heads = num_q_heads\n"
+    "        self.num_kv_heads = num_kv_heads\n"
+    "        self.d_head = d_model // num_q_heads\n"
+    "        self.n_rep = num_q_heads // num_kv_heads\n"
+    "\n"
+    "        self.W_q = nn.Linear(d_model, num_q_heads * self.d_head, bias=False)\n"
+    "        self.W_k = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)\n"
+    "        self.W_v = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)\n"
+    "        self.W_o = nn.Linear(num_q_heads * self.d_head, d_model, bias=False)")
+ATTENTION_REF = (
+    "        q = self.W_q(x).view(B, S, self.num_q_heads, self.d_head)\n"
+    "        k = repeat_kv(self.W_k(x).view(B, S, self.num_kv_heads, self.d_head), self.n_rep)\n"
+    "        v = repeat_kv(self.W_v(x).view(B, S, self.num_kv_heads, self.d_head), self.n_rep)\n"
+    "        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, H, S, d_head]\n"
+    "\n"
+    "        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)\n"
+    "        if mask is not None:\n"
+    "            scores = scores + mask\n"
+    "        attn = F.softmax(scores, dim=-1)\n"
+    "        out = (attn @ v).transpose(1, 2).reshape(B, S, self.num_q_heads * self.d_head)\n"
+    "        return self.W_o(out)")
+
+ALTERNATIVES = [
+    alternative(
+        "sdpa_enable_gqa",
+        "the module calls F.scaled_dot_product_attention(..., enable_gqa=True) on the un-repeated K/V; "
+        "repeat_kv with torch.repeat_interleave; kv_cache_bytes with math.prod; the hand answers per token",
+        [(HAND_REF,
+          "bytes_per_token_per_head = 2 * head_dim * 2  # K and V, FP16\n"
+          "mha_kv_bytes = batch * seq_len * num_q_heads * bytes_per_token_per_head\n"
+          "gqa_kv_bytes = batch * seq_len * num_kv_heads * bytes_per_token_per_head\n"
+          "saving_ratio = 1 - num_kv_heads / num_q_heads"),
+         (KV_BYTES_REF,
+          "    return math.prod([2, batch, seq_len, num_kv_heads, head_dim, bytes_per_element, num_layers])"),
+         (REPEAT_REF, "    return torch.repeat_interleave(x, n_rep, dim=2)"),
+         (ATTENTION_REF,
+          "        H, H_kv, d = self.num_q_heads, self.num_kv_heads, self.d_head\n"
+          "        q = self.W_q(x).view(B, S, H, d).transpose(1, 2)\n"
+          "        k = self.W_k(x).view(B, S, H_kv, d).transpose(1, 2)\n"
+          "        v = self.W_v(x).view(B, S, H_kv, d).transpose(1, 2)\n"
+          "        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)\n"
+          "        return self.W_o(out.transpose(1, 2).reshape(B, S, H * d))")],
+    ),
+    alternative(
+        "einsum_grouped",
+        "einsum attention over [B, S, kv_group, n_rep, d_head] queries without repeating K/V, the additive "
+        "mask added in place; repeat_kv by unsqueeze + repeat + reshape; integer hand answers via //",
+        [(HAND_REF,
+          "mha_kv_bytes = 2 * 2 * batch * seq_len * num_q_heads * head_dim\n"
+          "gqa_kv_bytes = mha_kv_bytes // (num_q_heads // num_kv_heads)\n"
+          "saving_ratio = (mha_kv_bytes - gqa_kv_bytes) / mha_kv_bytes"),
+         (KV_BYTES_REF,
+          "    elements = batch * seq_len * num_kv_heads * head_dim  # per layer, for K (and as many for V)\n"
+          "    return 2 * elements * bytes_per_element * num_layers"),
+         (REPEAT_REF,
+          "    B, S, H_kv, D = x.shape\n"
+          "    return x.unsqueeze(3).repeat(1, 1, 1, n_rep, 1).reshape(B, S, H_kv * n_rep, D)"),
+         (INIT_REF,
+          "        self.n_kv = num_kv_heads\n"
+          "        self.group = num_q_heads // num_kv_heads\n"
+          "        self.head_dim = d_model // num_q_heads\n"
+          "        self.W_q = nn.Linear(d_model, d_model // num_q_heads * num_q_heads, bias=False)\n"
+          "        self.W_k = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=False)\n"
+          "        self.W_v = nn.Linear(d_model, num_kv_heads * self.head_dim, bias=False)\n"
+          "        self.W_o = nn.Linear(self.W_q.out_features, d_model, bias=False)"),
+         (ATTENTION_REF,
+          "        G, R, D = self.n_kv, self.group, self.head_dim\n"
+          "        q = self.W_q(x).view(B, S, G, R, D)  # query head g * R + r uses KV head g\n"
+          "        k = self.W_k(x).view(B, S, G, D)\n"
+          "        v = self.W_v(x).view(B, S, G, D)\n"
+          "        scores = torch.einsum(\"bqgrd,bkgd->bgrqk\", q, k) * D ** -0.5\n"
+          "        if mask is not None:\n"
+          "            scores += mask\n"
+          "        weights = scores.softmax(dim=-1)\n"
+          "        out = torch.einsum(\"bgrqk,bkgd->bqgrd\", weights, v)\n"
+          "        return self.W_o(out.reshape(B, S, G * R * D))")],
+    ),
+    alternative(
+        "per_head_loop",
+        "a Python loop over the query heads, each reading KV head h // n_rep, with torch.matmul and "
+        "torch.stack; repeat_kv by advanced indexing; no input checks in kv_cache_bytes",
+        [(HAND_REF,
+          "kv_heads_mha, kv_heads_gqa = num_q_heads, num_kv_heads\n"
+          "mha_kv_bytes = int(2 * batch * seq_len * kv_heads_mha * head_dim * 2)\n"
+          "gqa_kv_bytes = int(2 * batch * seq_len * kv_heads_gqa * head_dim * 2)\n"
+          "saving_ratio = 1.0 - gqa_kv_bytes / mha_kv_bytes"),
+         ("    for name, value in [(\"batch\", batch), (\"seq_len\", seq_len), (\"num_kv_heads\", num_kv_heads),\n"
+          "                        (\"head_dim\", head_dim), (\"bytes_per_element\", bytes_per_element),\n"
+          "                        (\"num_layers\", num_layers)]:\n"
+          "        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:\n"
+          "            raise ValueError(f\"{name} must be a positive integer, got {value!r}\")\n" + KV_BYTES_REF,
+          "    per_token_per_layer = 2 * num_kv_heads * head_dim * bytes_per_element\n"
+          "    return per_token_per_layer * batch * seq_len * num_layers"),
+         (REPEAT_REF,
+          "    num_kv_heads = x.shape[2]\n"
+          "    index = torch.arange(num_kv_heads * n_rep, device=x.device) // n_rep\n"
+          "    return x[:, :, index, :]"),
+         (ATTENTION_REF,
+          "        q = self.W_q(x).view(B, S, self.num_q_heads, self.d_head)\n"
+          "        k = self.W_k(x).view(B, S, self.num_kv_heads, self.d_head)\n"
+          "        v = self.W_v(x).view(B, S, self.num_kv_heads, self.d_head)\n"
+          "        heads = []\n"
+          "        for h in range(self.num_q_heads):\n"
+          "            g = h // self.n_rep\n"
+          "            q_h, k_h, v_h = q[:, :, h], k[:, :, g], v[:, :, g]  # [B, S, d_head]\n"
+          "            scores = torch.matmul(q_h, k_h.transpose(1, 2)) / self.d_head ** 0.5\n"
+          "            if mask is not None:\n"
+          "                scores = scores + mask\n"
+          "            heads.append(torch.matmul(torch.softmax(scores, dim=-1), v_h))\n"
+          "        return self.W_o(torch.stack(heads, dim=2).reshape(B, S, -1))")],
     ),
 ]

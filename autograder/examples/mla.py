@@ -1,4 +1,4 @@
-from autograder.examples import mistake
+from autograder.examples import alternative, mistake
 
 MODULE_OUT = {"test_module_forward_backward_float64", "test_module_additive_mask", "test_module_float32_no_mask"}
 CACHE_ALL = {"test_cache_chapter_version", "test_cache_with_rope_key", "test_cache_bytes_and_layers"}
@@ -100,5 +100,133 @@ MISTAKES = [
         "absorbed_calls_forward", "the bonus just calls the module's forward, which materialises K and V",
         [("H, d_head = mla.num_heads, mla.d_head", "return mla(x, mask)[0]")],
         {"test_absorbed_causal_float64", "test_absorbed_no_mask_float64"},
+    ),
+]
+
+# --- correct work in other styles: full marks, no diagnosis -------------------------------------------
+
+ATTENTION_REF = (
+    "        c_kv = self.W_kv_down(x)  # [B, S, d_latent]\n"
+    "        q = self.W_q(x).view(B, S, self.num_heads, self.d_head).transpose(1, 2)\n"
+    "        k = self.W_k_up(c_kv).view(B, S, self.num_heads, self.d_head).transpose(1, 2)\n"
+    "        v = self.W_v_up(c_kv).view(B, S, self.num_heads, self.d_head).transpose(1, 2)\n"
+    "\n"
+    "        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)\n"
+    "        if mask is not None:\n"
+    "            scores = scores + mask\n"
+    "        out = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, S, D)\n"
+    "        return self.W_o(out), c_kv")
+CACHE_REF = "    return batch * seq_len * (d_latent + d_rope) * bytes_per_element * num_layers"
+HAND_REF = (
+    "head_dim = d_model // num_heads\n"
+    "mha_bytes = 2 * batch * seq_len * num_heads * head_dim * 2       # K 和 V，每个头各一份\n"
+    "gqa_bytes = 2 * batch * seq_len * num_kv_heads * head_dim * 2    # 只有 num_kv_heads 个 KV 头\n"
+    "mla_bytes = batch * seq_len * (d_latent + d_rope) * 2          # 一个 latent + 一个 RoPE key")
+ABSORBED_REF = (
+    "    q_latent = torch.einsum(\"bhsd,hdl->bhsl\", q, w_k)               # W_k_up absorbed into q\n"
+    "    scores = q_latent @ c_kv[:, None].transpose(-2, -1) / math.sqrt(d_head)\n"
+    "    if mask is not None:\n"
+    "        scores = scores + mask\n"
+    "    context_latent = F.softmax(scores, dim=-1) @ c_kv[:, None]       # [B, H, S, d_latent]\n"
+    "    out = torch.einsum(\"bhsl,hdl->bhsd\", context_latent, w_v)        # W_v_up applied after the sum\n"
+    "    return mla.W_o(out.transpose(1, 2).reshape(B, S, D))")
+
+ALTERNATIVES = [
+    alternative(
+        "sdpa",
+        "F.scaled_dot_product_attention with the additive mask as attn_mask (module and absorbed path, "
+        "the latter with scale=1/sqrt(d_head) and the latent expanded over the heads); the hand answers "
+        "through d_model = num_heads · head_dim",
+        [(ATTENTION_REF,
+          "        H, d = self.num_heads, self.d_head\n"
+          "        c_kv = self.W_kv_down(x)\n"
+          "        q = self.W_q(x).view(B, S, H, d).transpose(1, 2)\n"
+          "        k = self.W_k_up(c_kv).view(B, S, H, d).transpose(1, 2)\n"
+          "        v = self.W_v_up(c_kv).view(B, S, H, d).transpose(1, 2)\n"
+          "        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n"
+          "        return self.W_o(out.transpose(1, 2).reshape(B, S, D)), c_kv"),
+         (CACHE_REF, "    return (d_latent + d_rope) * bytes_per_element * batch * seq_len * num_layers"),
+         (HAND_REF,
+          "mha_bytes = 2 * 2 * batch * seq_len * d_model  # num_heads * head_dim == d_model\n"
+          "gqa_bytes = mha_bytes * num_kv_heads // num_heads\n"
+          "mla_bytes = 2 * batch * seq_len * d_latent + 2 * batch * seq_len * d_rope"),
+         (ABSORBED_REF,
+          "    q_latent = torch.einsum(\"bhsd,hdl->bhsl\", q, w_k)\n"
+          "    latent = c_kv.unsqueeze(1).expand(B, H, S, c_kv.shape[-1])  # one latent, shared by all heads\n"
+          "    context = F.scaled_dot_product_attention(q_latent, latent, latent, attn_mask=mask,\n"
+          "                                             scale=1 / math.sqrt(d_head))\n"
+          "    out = torch.einsum(\"bhsl,hdl->bshd\", context, w_v).reshape(B, S, D)\n"
+          "    return mla.W_o(out)")],
+    ),
+    alternative(
+        "einsum",
+        "einsum attention on [B, S, H, d_head] without transposes, scale d_head ** -0.5; math.prod for "
+        "the cache; per-token hand counts; the absorbed path with matmul broadcasting over the heads",
+        [(ATTENTION_REF,
+          "        c_kv = self.W_kv_down(x)\n"
+          "        q = self.W_q(x).reshape(B, S, self.num_heads, self.d_head)\n"
+          "        k = self.W_k_up(c_kv).reshape(B, S, self.num_heads, self.d_head)\n"
+          "        v = self.W_v_up(c_kv).reshape(B, S, self.num_heads, self.d_head)\n"
+          "        scores = torch.einsum(\"bqhd,bkhd->bhqk\", q, k) * self.d_head ** -0.5\n"
+          "        if mask is not None:\n"
+          "            scores = scores + mask\n"
+          "        attn = scores.softmax(-1)\n"
+          "        out = torch.einsum(\"bhqk,bkhd->bqhd\", attn, v).reshape(B, S, D)\n"
+          "        return self.W_o(out), c_kv"),
+         (CACHE_REF, "    return math.prod((batch, seq_len, d_latent + d_rope, bytes_per_element, num_layers))"),
+         (HAND_REF,
+          "head_dim = d_model // num_heads\n"
+          "per_token_mha = 2 * num_heads * head_dim      # K and V elements per token\n"
+          "per_token_gqa = 2 * num_kv_heads * head_dim\n"
+          "per_token_mla = d_latent + d_rope\n"
+          "mha_bytes, gqa_bytes, mla_bytes = (batch * seq_len * n * 2 for n in (per_token_mha, per_token_gqa,\n"
+          "                                                                    per_token_mla))"),
+         (ABSORBED_REF,
+          "    q_latent = q @ w_k                                               # [B, H, S, d_latent]\n"
+          "    c = c_kv.unsqueeze(1)                                            # [B, 1, S, d_latent]\n"
+          "    scores = (q_latent @ c.transpose(-1, -2)) * d_head ** -0.5\n"
+          "    if mask is not None:\n"
+          "        scores = scores + mask\n"
+          "    out = (scores.softmax(dim=-1) @ c) @ w_v.transpose(1, 2)         # [B, H, S, d_head]\n"
+          "    return mla.W_o(out.transpose(1, 2).reshape(B, S, D))")],
+    ),
+    alternative(
+        "bmm_full_absorption",
+        "the module with torch.bmm on [B·H, S, d_head]; an explicit product for the cache with int(); "
+        "the bonus absorbs W_q into W_k_up and W_v_up into W_o (DeepSeek's inference form): "
+        "x → latent scores directly, no W_q or W_o call either",
+        [(ATTENTION_REF,
+          "        H, d = self.num_heads, self.d_head\n"
+          "        c_kv = self.W_kv_down(x)\n"
+          "\n"
+          "        def heads(t):  # [B, S, D] -> [B * H, S, d]\n"
+          "            return t.view(B, S, H, d).permute(0, 2, 1, 3).reshape(B * H, S, d)\n"
+          "\n"
+          "        q, k, v = heads(self.W_q(x)), heads(self.W_k_up(c_kv)), heads(self.W_v_up(c_kv))\n"
+          "        scores = torch.bmm(q, k.transpose(1, 2)).view(B, H, S, S) / d ** 0.5\n"
+          "        if mask is not None:\n"
+          "            scores = scores + mask\n"
+          "        attn = torch.softmax(scores, dim=-1).view(B * H, S, S)\n"
+          "        out = torch.bmm(attn, v).view(B, H, S, d).permute(0, 2, 1, 3).reshape(B, S, D)\n"
+          "        return self.W_o(out), c_kv"),
+         (CACHE_REF,
+          "    per_token = d_latent + d_rope\n"
+          "    return int(batch * seq_len * per_token * bytes_per_element * num_layers)"),
+         (HAND_REF,
+          "head_dim = d_model // num_heads\n"
+          "mha_bytes = batch * seq_len * 2 * num_heads * head_dim * 2\n"
+          "gqa_bytes = batch * seq_len * 2 * num_kv_heads * head_dim * 2\n"
+          "mla_bytes = (d_latent + d_rope) * 2 * seq_len * batch"),
+         ("    q = mla.W_q(x).view(B, S, H, d_head).transpose(1, 2)             # [B, H, S, d_head]\n", ""),
+         (ABSORBED_REF,
+          "    w_q = mla.W_q.weight.view(H, d_head, D)                          # rows of head h\n"
+          "    w_o = mla.W_o.weight.view(D, H, d_head)                          # columns of head h\n"
+          "    w_qk = torch.einsum(\"hdD,hdl->hDl\", w_q, w_k)                  # x -> latent query, per head\n"
+          "    w_vo = torch.einsum(\"hdl,Dhd->hlD\", w_v, w_o)                  # latent context -> output\n"
+          "    scores = torch.einsum(\"bsD,hDl,btl->bhst\", x, w_qk, c_kv) / math.sqrt(d_head)\n"
+          "    if mask is not None:\n"
+          "        scores = scores + mask\n"
+          "    context = torch.einsum(\"bhst,btl->bhsl\", torch.softmax(scores, dim=-1), c_kv)\n"
+          "    return torch.einsum(\"bhsl,hlD->bsD\", context, w_vo)")],
     ),
 ]

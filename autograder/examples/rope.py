@@ -1,4 +1,4 @@
-from autograder.examples import mistake
+from autograder.examples import alternative, mistake
 
 FREQS_VALUES = {"test_freqs_default_float32", "test_freqs_theta", "test_freqs_float64"}
 APPLY_ALL = {"test_apply_seq_only_float32", "test_apply_batched_float32", "test_apply_heads_equal_seq",
@@ -79,5 +79,106 @@ MISTAKES = [
           "freqs = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))\n"
           "    positions = torch.arange(seq_len).float()")],
         {"test_freqs_float64"} | SCORE,
+    ),
+]
+
+# --- correct work in other styles: full marks, no diagnosis -------------------------------------------
+
+FREQS_REF = (
+    "    # angles in float64, then one rounding to the requested dtype\n"
+    "    freqs = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)\n"
+    "    positions = torch.arange(seq_len, dtype=torch.float64)\n"
+    "    angles = torch.outer(positions, freqs)  # [seq_len, dim // 2]\n"
+    "    return angles.cos().to(dtype), angles.sin().to(dtype)")
+APPLY_REF = (
+    "    compute_dtype = torch.promote_types(x.dtype, torch.float32)\n"
+    "    pairs = x.to(compute_dtype).reshape(*x.shape[:-1], half, 2)\n"
+    "    x0, x1 = pairs[..., 0], pairs[..., 1]\n"
+    "    # cos/sin [seq_len, half] broadcast against [..., seq_len, half] from the right\n"
+    "    cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)\n"
+    "    rotated = torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1)\n"
+    "    return rotated.flatten(-2).to(x.dtype)")
+SCORE_REF = (
+    "    cos, sin = precompute_rope_freqs(q.shape[0], max(pos_q, pos_k) + 1, theta, dtype=q.dtype)\n"
+    "    q_rot = apply_rotary_emb(q[None, :], cos[pos_q : pos_q + 1], sin[pos_q : pos_q + 1])[0]\n"
+    "    k_rot = apply_rotary_emb(k[None, :], cos[pos_k : pos_k + 1], sin[pos_k : pos_k + 1])[0]\n"
+    "    return torch.dot(q_rot, k_rot.to(q_rot.dtype))")
+
+ALTERNATIVES = [
+    alternative(
+        "complex_polar",
+        "Meta's complex-number RoPE: the table from torch.polar (cos = real part, sin = imaginary part), "
+        "pairs viewed as complex numbers with torch.view_as_complex and multiplied by cos + i·sin; "
+        "rope_score as the sum of the element-wise product",
+        [(FREQS_REF,
+          "    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))\n"
+          "    t = torch.arange(seq_len, dtype=torch.float64)\n"
+          "    freqs = torch.outer(t, inv_freq)\n"
+          "    freqs_cis = torch.polar(torch.ones_like(freqs), freqs)  # e^{i·m·θ_j}, complex128\n"
+          "    return freqs_cis.real.to(dtype), freqs_cis.imag.to(dtype)"),
+         (APPLY_REF,
+          "    work = torch.float64 if x.dtype == torch.float64 else torch.float32\n"
+          "    x_c = torch.view_as_complex(x.to(work).reshape(*x.shape[:-1], half, 2).contiguous())\n"
+          "    rot = torch.complex(cos.to(work), sin.to(work))\n"
+          "    return torch.view_as_real(x_c * rot).flatten(-2).to(x.dtype)"),
+         (SCORE_REF,
+          "    n = max(pos_q, pos_k) + 1\n"
+          "    cos, sin = precompute_rope_freqs(q.shape[-1], n, theta=theta, dtype=q.dtype)\n"
+          "    q_rot = apply_rotary_emb(q.unsqueeze(0), cos[pos_q].unsqueeze(0), sin[pos_q].unsqueeze(0)).squeeze(0)\n"
+          "    k_rot = apply_rotary_emb(k.unsqueeze(0), cos[pos_k].unsqueeze(0), sin[pos_k].unsqueeze(0)).squeeze(0)\n"
+          "    return (q_rot * k_rot).sum()")],
+    ),
+    alternative(
+        "strided_slices_native_dtype",
+        "angles computed directly in the requested dtype (float32 tables from float32 angles, float64 "
+        "from float64) with torch.pow and broadcasting; x[..., 0::2] / x[..., 1::2] written back into "
+        "an empty tensor; rope_score rotates a whole sequence of copies and picks the two rows",
+        [(FREQS_REF,
+          "    work = torch.promote_types(dtype, torch.float32)\n"
+          "    i = torch.arange(dim // 2, dtype=work)\n"
+          "    freqs = torch.pow(theta, -2 * i / dim)\n"
+          "    positions = torch.arange(seq_len, dtype=work)\n"
+          "    angles = positions[:, None] * freqs[None, :]\n"
+          "    return torch.cos(angles).to(dtype), torch.sin(angles).to(dtype)"),
+         (APPLY_REF,
+          "    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x\n"
+          "    cos, sin = cos.to(xf.dtype), sin.to(xf.dtype)\n"
+          "    x_even, x_odd = xf[..., 0::2], xf[..., 1::2]\n"
+          "    out = torch.empty_like(xf)\n"
+          "    out[..., 0::2] = x_even * cos - x_odd * sin\n"
+          "    out[..., 1::2] = x_odd * cos + x_even * sin\n"
+          "    return out.to(x.dtype)"),
+         (SCORE_REF,
+          "    n = max(pos_q, pos_k) + 1\n"
+          "    cos, sin = precompute_rope_freqs(len(q), n, theta, q.dtype)\n"
+          "    q_all = apply_rotary_emb(q.expand(n, -1), cos, sin)  # q at every position 0..n-1\n"
+          "    k_all = apply_rotary_emb(k.expand(n, -1), cos, sin)\n"
+          "    return torch.dot(q_all[pos_q], k_all[pos_k])")],
+    ),
+    alternative(
+        "rotation_matrices_relative",
+        "each pair rotated by an explicit 2×2 matrix [[cos, -sin], [sin, cos]] with matmul (float64 kept "
+        "float64, half types in float32); the table with torch.einsum; rope_score uses the relative "
+        "property itself and rotates only one vector, by |pos_k - pos_q|",
+        [(FREQS_REF,
+          "    exponents = torch.arange(0, dim, 2, dtype=torch.float64) / dim\n"
+          "    inv_freq = torch.tensor(theta, dtype=torch.float64) ** -exponents\n"
+          "    angles = torch.einsum(\"m,j->mj\", torch.arange(seq_len, dtype=torch.float64), inv_freq)\n"
+          "    return torch.cos(angles).to(dtype=dtype), torch.sin(angles).to(dtype=dtype)"),
+         (APPLY_REF,
+          "    work = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32\n"
+          "    c, s = cos.to(work), sin.to(work)\n"
+          "    rot = torch.stack([torch.stack([c, -s], dim=-1), torch.stack([s, c], dim=-1)], dim=-2)\n"
+          "    pairs = x.to(work).unflatten(-1, (half, 2)).unsqueeze(-1)  # [..., S, half, 2, 1]\n"
+          "    return (rot @ pairs).squeeze(-1).flatten(-2).to(x.dtype)"),
+         (SCORE_REF,
+          "    # q·k after RoPE depends only on pos_k - pos_q: rotate the later one by the distance\n"
+          "    distance = abs(pos_k - pos_q)\n"
+          "    cos, sin = precompute_rope_freqs(q.shape[0], distance + 1, theta, dtype=q.dtype)\n"
+          "    if pos_k >= pos_q:\n"
+          "        k = apply_rotary_emb(k.view(1, -1), cos[distance:], sin[distance:]).view(-1)\n"
+          "    else:\n"
+          "        q = apply_rotary_emb(q.view(1, -1), cos[distance:], sin[distance:]).view(-1)\n"
+          "    return q @ k")],
     ),
 ]

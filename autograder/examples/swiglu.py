@@ -1,4 +1,4 @@
-from autograder.examples import mistake
+from autograder.examples import alternative, mistake
 
 FORWARD = "return self.W_down(swish(self.W_gate(x)) * self.W_up(x))"
 LINEARS = ("self.W_gate = nn.Linear(d_model, d_ff, bias=False)\n"
@@ -87,5 +87,85 @@ MISTAKES = [
         [("swiglu_ffn = 3 * d_model * default_d_ff(d_model)",
           "swiglu_ffn = 3 * d_model * default_d_ff(d_model) + 2 * default_d_ff(d_model) + d_model")],
         {"test_param_counts_swiglu_exact_multiple", "test_param_counts_swiglu_rounded"},
+    ),
+]
+
+# --- correct work in other styles: full marks, no diagnosis -------------------------------------------
+
+SWISH_REF = "    return a * torch.sigmoid(a)"
+D_FF_REF = ("    d_ff = 8 * d_model // 3  # == int(8 / 3 * d_model), without floating-point rounding\n"
+            "    " + ROUND_UP + "\n"
+            "    return max(d_ff, d_model)")
+INIT_D_FF_REF = ("        if d_ff is None:\n"
+                 "            d_ff = default_d_ff(d_model)\n"
+                 "        if not isinstance(d_ff, int) or d_ff <= 0:\n"
+                 "            raise ValueError(f\"d_ff must be a positive integer or None, got {d_ff!r}\")\n")
+COUNTS_REF = ("    d_hidden = 4 * d_model\n"
+              "    relu_ffn = (d_model * d_hidden + d_hidden) + (d_hidden * d_model + d_model)\n"
+              "    swiglu_ffn = 3 * d_model * default_d_ff(d_model)\n"
+              "    return relu_ffn, swiglu_ffn")
+
+ALTERNATIVES = [
+    alternative(
+        "silu_einsum_ceil",
+        "swish is F.silu; default d_ff with int(8/3·d) and math.ceil; the forward applies the three weight "
+        "matrices with torch.einsum; the counts as closed formulas (8d² + 5d, 3·d·d_ff)",
+        [(SWISH_REF, "    return F.silu(a)"),
+         (D_FF_REF,
+          "    hidden = int(8 / 3 * d_model)\n"
+          "    return max(math.ceil(hidden / 256) * 256, d_model)"),
+         (FORWARD,
+          "gate = torch.einsum(\"...i,fi->...f\", x, self.W_gate.weight)\n"
+          "        up = torch.einsum(\"...i,fi->...f\", x, self.W_up.weight)\n"
+          "        return torch.einsum(\"...f,of->...o\", swish(gate) * up, self.W_down.weight)"),
+         (COUNTS_REF,
+          "    relu_ffn = 8 * d_model ** 2 + 5 * d_model  # two 4d×d matrices, biases 4d and d\n"
+          "    swiglu_ffn = 3 * d_model * default_d_ff(d_model)\n"
+          "    return relu_ffn, swiglu_ffn")],
+    ),
+    alternative(
+        "exp_formula_modulo",
+        "swish as a / (1 + exp(-a)) (no overflow to NaN: exp(-a) = inf gives -0); default d_ff padded "
+        "with a modulo; the module uses `d_ff or default_d_ff(d_model)` and F.silu on named branches; "
+        "the counts summed over (in, out) shapes",
+        [(SWISH_REF, "    return a / (1 + torch.exp(-a))"),
+         (D_FF_REF,
+          "    d_ff = int(d_model * 8 / 3)\n"
+          "    if d_ff % 256 != 0:\n"
+          "        d_ff += 256 - d_ff % 256\n"
+          "    return max(d_ff, d_model)"),
+         (INIT_D_FF_REF, "        d_ff = d_ff or default_d_ff(d_model)\n"),
+         (FORWARD,
+          "gate = self.W_gate(x)\n"
+          "        up = self.W_up(x)\n"
+          "        hidden = F.silu(gate) * up\n"
+          "        return self.W_down(hidden)"),
+         (COUNTS_REF,
+          "    relu_shapes = [(d_model, 4 * d_model), (4 * d_model, d_model)]\n"
+          "    relu_ffn = sum(n_in * n_out + n_out for n_in, n_out in relu_shapes)  # weight + bias\n"
+          "    d_ff = default_d_ff(d_model)\n"
+          "    swiglu_shapes = [(d_model, d_ff), (d_model, d_ff), (d_ff, d_model)]\n"
+          "    swiglu_ffn = sum(n_in * n_out for n_in, n_out in swiglu_shapes)\n"
+          "    return relu_ffn, swiglu_ffn")],
+    ),
+    alternative(
+        "tanh_sigmoid_meta_count",
+        "swish through the identity sigmoid(a) = (1 + tanh(a/2)) / 2; default d_ff by negative floor "
+        "division; F.linear in the forward; the counts from real modules built on the meta device "
+        "(no memory), summing p.numel()",
+        [(SWISH_REF, "    return a * 0.5 * (1 + torch.tanh(a / 2))"),
+         (D_FF_REF,
+          "    d_ff = -(-(8 * d_model // 3) // 256) * 256  # ceil division\n"
+          "    return d_ff if d_ff > d_model else d_model"),
+         (FORWARD,
+          "h = swish(F.linear(x, self.W_gate.weight)) * F.linear(x, self.W_up.weight)\n"
+          "        return F.linear(h, self.W_down.weight)"),
+         (COUNTS_REF,
+          "    with torch.device(\"meta\"):\n"
+          "        relu = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.ReLU(), nn.Linear(4 * d_model, d_model))\n"
+          "        swiglu = FeedForward_SwiGLU(d_model)\n"
+          "    relu_ffn = sum(p.numel() for p in relu.parameters())\n"
+          "    swiglu_ffn = sum(p.numel() for p in swiglu.parameters())\n"
+          "    return relu_ffn, swiglu_ffn")],
     ),
 ]

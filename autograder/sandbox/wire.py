@@ -24,8 +24,9 @@ import torch
 # json, os or builtins later cannot change how a reply is encoded.
 _json_dumps, _json_loads, _pack, _unpack, _os_write, _os_read = json.dumps, json.loads, struct.pack, struct.unpack, os.write, os.read
 _Tensor = torch.Tensor
-_as_subclass, _detach, _cpu, _contiguous = torch.Tensor.as_subclass, torch.Tensor.detach, torch.Tensor.cpu, torch.Tensor.contiguous
+_as_subclass, _detach, _cpu = torch.Tensor.as_subclass, torch.Tensor.detach, torch.Tensor.cpu
 _reshape, _view, _numpy, _numel = torch.Tensor.reshape, torch.Tensor.view, torch.Tensor.numpy, torch.Tensor.numel
+_clone, _contiguous_format = torch.Tensor.clone, torch.contiguous_format
 _DisableTorchFunction = torch._C.DisableTorchFunction
 _dtype_t = torch.dtype
 _isinstance, _len, _type, _list_t, _tuple_t, _dict_t, _int_t, _float_t, _str_t, _bool_t = (
@@ -76,7 +77,9 @@ def encode(value, buffers: list, depth: int = 0):
 def _encode_tensor(tensor: torch.Tensor, buffers: list):
     # a subclass's __torch_function__ or overridden methods must not run here: use the plain tensor underneath
     with _DisableTorchFunction():
-        plain = _contiguous(_cpu(_detach(_as_subclass(tensor, _Tensor))))
+        # a fresh copy with standard strides: is_contiguous() is true of any one-element tensor, whatever its
+        # stride, and viewing such a tensor as bytes would fail
+        plain = _clone(_cpu(_detach(_as_subclass(tensor, _Tensor))), memory_format=_contiguous_format)
         if plain.dtype not in DTYPE_NAMES:
             return {"$other": f"torch.Tensor[{plain.dtype}]"}
         data = _numpy(_view(_reshape(plain, (-1,)), torch.uint8)).tobytes() if _numel(plain) else b""
