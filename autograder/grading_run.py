@@ -219,23 +219,32 @@ def rerender(out: Path, course: Path | None = None) -> int:
 def import_roster(course: Path, roster_csv: Path) -> None:
     """`nbgrader db student import` into the course's gradebook (the roster is nbgrader's)."""
     cmd = [sys.executable, "-m", "nbgrader", "db", "student", "import", str(roster_csv)]
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+               PYTHONUTF8="1")  # the roster holds Chinese names; nbgrader opens it with the default encoding
     done = subprocess.run(cmd, cwd=course, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise GradingRunError(f"nbgrader db student import failed: {done.stderr[-500:]}")
 
 
+DEMO_LIMITS = dict(cell_timeout=10.0, probe_timeout=10.0)  # the hostile student's endless loop costs 10 s, not 30
+
+
 def run_demo(out: Path, tier: str | None = None) -> RunSummary:
     """The bundled example class as an nbgrader course, graded: what the README's first command shows."""
-    from autograder.demo.build import build_demo_course
+    from autograder.demo.build import DEMO_MARKER, build_demo_course
 
     out = Path(out)
-    if out.exists():
-        shutil.rmtree(out)
-    demo = build_demo_course(out)
+    if (out / DEMO_MARKER).exists():  # a previous demo: start its grading afresh
+        for name in ("autograde", "feedback"):
+            shutil.rmtree(out / name, ignore_errors=True)
+        (out / "gradebook.db").unlink(missing_ok=True)
+    try:
+        demo = build_demo_course(out)
+    except FileExistsError as exc:
+        raise GradingRunError(str(exc)) from None
     import_roster(demo.root, demo.roster_csv)
     return run_grading(RunOptions(assignments=["all"], submissions=demo.root / "submitted",
-                                  out=demo.root / "autograde", tier=tier), progress=True)
+                                  out=demo.root / "autograde", tier=tier, **DEMO_LIMITS), progress=True)
 
 
 class _progress:
