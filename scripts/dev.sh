@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Entry points for a fresh machine. Each sets up what it needs first (idempotent), then runs:
+#   bash scripts/dev.sh demo       # build the bundled example class and grade it (the main job)
 #   bash scripts/dev.sh generate   # nbgrader generate_assignment for all six -> release/
 #   bash scripts/dev.sh test       # the test suite (what CI runs)
 set -euo pipefail
@@ -35,6 +36,11 @@ setup() {
 }
 
 case "${1:-}" in
+    demo)
+        setup
+        shift
+        autograde demo "$@"
+        ;;
     generate)
         setup
         for assignment in rmsnorm gqa_saving gradient_flow rope swiglu mla; do
@@ -49,7 +55,7 @@ case "${1:-}" in
         python -m pytest "$@"
         ;;
     *)
-        echo "usage: bash scripts/dev.sh {generate|test} [pytest args...]" >&2
+        echo "usage: bash scripts/dev.sh {demo|generate|test} [args...]" >&2
         exit 2
         ;;
 esac
