@@ -42,13 +42,18 @@ def grade(
                                             help="Fall back to rlimits-only isolation if nothing stronger works."),
     cell_timeout: float = typer.Option(30.0, help="Seconds per notebook cell."),
     probe_timeout: float = typer.Option(30.0, help="Seconds per check's call into student code."),
+    convention_credit: float = typer.Option(
+        0.0, min=0.0, max=1.0,
+        help="Share of a check's points kept when it fails only by another convention (RoPE half-split pairing, "
+             "the chapter's h % num_kv_heads GQA mapping); the report explains the pinned convention either way."),
 ):
     """Grade submissions: results.json, grades.csv, one report per student, summary.html, and the gradebook."""
     from autograder.grading_run import GradingRunError, RunOptions, run_grading
 
     options = RunOptions(assignments=assignments, submissions=submissions, out=out, students=set(student or []),
                          resume=resume, gradebook=gradebook, tier=sandbox, allow_weak_sandbox=allow_weak_sandbox,
-                         cell_timeout=cell_timeout, probe_timeout=probe_timeout)
+                         cell_timeout=cell_timeout, probe_timeout=probe_timeout,
+                         convention_credit=convention_credit)
     try:
         summary = run_grading(options, progress=True)
     except GradingRunError as exc:

@@ -18,6 +18,7 @@ from autograder import REPO_ROOT, __version__
 from autograder.assignments import Assignment, load_assignment
 from autograder.checks.plugin import CheckContext, CheckOutcome, GradingPlugin, run_pytest
 from autograder.course import course_secret, student_seed
+from autograder.diagnosis import variants_of
 from autograder.notebook_run import NotebookRun, SandboxGaveUp
 from autograder.probes import CheckFailed, StudentCode
 from autograder.reading import UnreadableNotebook, prepare
@@ -32,6 +33,7 @@ class GradingOptions:
     limits: Limits = field(default_factory=Limits)
     tier: str | None = None  # None: the strongest tier that works here
     allow_weak_sandbox: bool = False  # accept the rlimits-only tier when nothing stronger works
+    convention_credit: float = 0.0  # share of a check's points kept when it fails only by another convention
     secret: bytes | None = None  # None: course_secret()
     root: Path = REPO_ROOT
 
@@ -143,8 +145,16 @@ class Grader:
     def _unanswered(part, message: str) -> PartResult:
         return PartResult(part.grade_id, 0.0, part.points, [], answered=False, message=message)
 
-    @staticmethod
-    def _score(assignment: Assignment, outcomes: list[CheckOutcome], prepared) -> list[PartResult]:
+    def _points(self, assignment: Assignment, outcome: CheckOutcome) -> float:
+        """A passed check's points; a failure explained by a convention keeps the instructor's share of them."""
+        if outcome.passed:
+            return outcome.spec.points
+        variant = variants_of(assignment.id).get(outcome.diagnosis) if outcome.diagnosis else None
+        if variant is not None and variant.convention:
+            return round(outcome.spec.points * self.options.convention_credit, 6)
+        return 0.0
+
+    def _score(self, assignment: Assignment, outcomes: list[CheckOutcome], prepared) -> list[PartResult]:
         parts = []
         for part in assignment.parts:
             if part.written:
@@ -154,7 +164,7 @@ class Grader:
                 continue
             checks = [
                 CheckResult(name=o.spec.name, grade_id=part.grade_id, passed=o.passed,
-                            points=o.spec.points if o.passed else 0.0, max_points=o.spec.points,
+                            points=self._points(assignment, o), max_points=o.spec.points,
                             description=o.spec.description, message=o.message, details=o.details,
                             diagnosis=o.diagnosis, seconds=o.seconds)
                 for o in outcomes if o.spec.grade_id == part.grade_id

@@ -47,6 +47,7 @@ class RunOptions:
     allow_weak_sandbox: bool = False
     cell_timeout: float = 30.0
     probe_timeout: float = 30.0
+    convention_credit: float = 0.0
 
 
 @dataclass
@@ -141,7 +142,8 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
     digests = {(f.student_id, f.assignment_id): d for f, d in todo}
     folders = {(f.student_id, f.assignment_id): f.folder for f, _ in todo}
     grading = GradingOptions(limits=Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout),
-                             tier=opts.tier, allow_weak_sandbox=opts.allow_weak_sandbox)
+                             tier=opts.tier, allow_weak_sandbox=opts.allow_weak_sandbox,
+                             convention_credit=opts.convention_credit)
 
     with CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
         def record(result: SubmissionResult):

@@ -1,44 +1,142 @@
 """`autograde selftest`: the grader grades what it knows the answer to, and says whether it was right.
 
-Every reference notebook (assignments/) must get full marks, for two student ids, and every
-release notebook (release/) must get zero. Exit status 1 if the grader is wrong anywhere.
+- every reference notebook (assignments/) gets full marks, for two student ids;
+- every release notebook (release/) gets zero;
+- every catalogued mistake (autograder/examples: the reference notebook with the mistake in place) loses
+  exactly its expected checks, and the failing checks name exactly its variant of the catalogue
+  (VARIANTS in autograder/checks/test_<id>.py); every variant of the catalogue has such an example;
+- every correct alternative style gets full marks and no diagnosis.
+
+It prints a table (variants caught and named / total, alternatives accepted / total) and exits 1
+below 100% anywhere.
 """
 
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
 from autograder import REPO_ROOT
+from autograder.diagnosis import variants_of
 from autograder.engine import GradingOptions, Submission, grade_batch
+from autograder.examples import Alternative, Mistake, alternatives, mistakes, notebook_with_edits
+from autograder.results import SubmissionResult
 from solutions import ASSIGNMENTS
 
 SELFTEST_IDS = ("selftest-alice", "2024000000")
 
 
-def reference_path(assignment_id: str):
+def reference_path(assignment_id: str) -> Path:
     return REPO_ROOT / "assignments" / assignment_id / f"{assignment_id}.ipynb"
 
 
-def release_path(assignment_id: str):
+def release_path(assignment_id: str) -> Path:
     return REPO_ROOT / "release" / assignment_id / f"{assignment_id}.ipynb"
 
 
-def run_selftest(tier: str | None = None, echo=print) -> int:
-    subs, expectations = [], []
-    for a in ASSIGNMENTS:
+@dataclass(frozen=True)
+class Job:
+    assignment_id: str
+    kind: str  # "reference", "release", "mistake", "alternative"
+    label: str
+    submission: Submission
+    example: Mistake | Alternative | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    job: Job
+    ok: bool
+    why: str = ""
+
+
+def plan(workdir: Path, assignment_ids=ASSIGNMENTS) -> list[Job]:
+    jobs = []
+    for a in assignment_ids:
         for sid in SELFTEST_IDS:
-            subs.append(Submission(reference_path(a), a, sid))
-            expectations.append((a, f"reference ({sid})", "full"))
-        subs.append(Submission(release_path(a), a, SELFTEST_IDS[0]))
-        expectations.append((a, "release (unanswered)", "zero"))
-    results = grade_batch(subs, GradingOptions(tier=tier))
-    wrong = 0
-    echo(f"{'assignment':<14} {'notebook':<28} {'score':>11}  expected  verdict")
-    for (a, what, expected), r in zip(expectations, results):
-        ok = (r.score == r.max_score) if expected == "full" else (r.score == 0 and r.status == "graded")
-        wrong += not ok
-        echo(f"{a:<14} {what:<28} {r.score:>5g}/{r.max_score:<5g}  {expected:<8}  {'ok' if ok else 'WRONG'}")
-        if not ok:
-            for p in r.parts:
-                for c in p.checks:
-                    if (expected == "full") != c.passed:
-                        echo(f"    {c.grade_id}/{c.name}: {c.message}")
-    echo(f"sandbox tier: {results[0].tier}")
-    echo(f"{len(results) - wrong}/{len(results)} as expected" + ("" if not wrong else f"; {wrong} WRONG"))
-    return 1 if wrong else 0
+            jobs.append(Job(a, "reference", f"reference ({sid})", Submission(reference_path(a), a, sid)))
+        jobs.append(Job(a, "release", "release (unanswered)", Submission(release_path(a), a, SELFTEST_IDS[0])))
+        for kind, examples in (("mistake", mistakes(a)), ("alternative", alternatives(a))):
+            for example in examples:
+                path = workdir / a / f"{kind}-{example.name}.ipynb"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                nbformat.write(notebook_with_edits(a, example.edits), path)
+                # correct work must be right for any student; one id is enough to show a mistake is named
+                for sid in SELFTEST_IDS if kind == "alternative" else SELFTEST_IDS[:1]:
+                    jobs.append(Job(a, kind, f"{example.name} ({sid})", Submission(path, a, sid), example))
+    return jobs
+
+
+def judge(job: Job, result: SubmissionResult) -> Verdict:
+    checks = [c for p in result.parts for c in p.checks]
+    failed = {c.name for c in checks if not c.passed}
+    named = {c.diagnosis for c in checks if c.diagnosis}
+    if result.status != "graded":
+        return Verdict(job, False, f"status {result.status}: {result.message}")
+    if job.kind == "reference":
+        return Verdict(job, result.score == result.max_score, f"lost {sorted(failed)}")
+    if job.kind == "release":
+        return Verdict(job, result.score == 0, f"scored {result.score}")
+    if job.kind == "alternative":
+        ok = result.score == result.max_score and not named
+        return Verdict(job, ok, f"lost {sorted(failed)}, named {sorted(named)}")
+    mistake: Mistake = job.example
+    if not 0 < result.score < result.max_score:
+        return Verdict(job, False, f"score {result.score} is not strictly between 0 and {result.max_score}")
+    if failed != set(mistake.failing):
+        return Verdict(job, False, f"failed {sorted(failed)}, expected {sorted(mistake.failing)}")
+    if mistake.diagnosis and named != {mistake.diagnosis}:
+        return Verdict(job, False, f"named {sorted(named) or 'nothing'}, expected {mistake.diagnosis}")
+    if not mistake.diagnosis and named:
+        return Verdict(job, False, f"named {sorted(named)} for a mistake outside the catalogue")
+    return Verdict(job, True)
+
+
+def uncovered_variants(assignment_id: str) -> list[str]:
+    """Catalogued variants that no mistake example exercises (the selftest could not show they are named)."""
+    covered = {m.diagnosis for m in mistakes(assignment_id)}
+    return sorted(set(variants_of(assignment_id)) - covered)
+
+
+def report(verdicts: list[Verdict], assignment_ids, echo) -> bool:
+    all_ok = True
+    echo(f"{'assignment':<14} {'references':>10} {'release':>8} {'variants caught+named':>22} {'alternatives':>13}")
+    for a in assignment_ids:
+        mine = [v for v in verdicts if v.job.assignment_id == a]
+
+        def count(kind, only=None):
+            vs = [v for v in mine if v.job.kind == kind and (only is None or only(v))]
+            return sum(v.ok for v in vs), len(vs)
+
+        catalogue = variants_of(a)
+        per_variant = []
+        for name in catalogue:
+            examples = [v for v in mine if v.job.kind == "mistake" and v.job.example.diagnosis == name]
+            per_variant.append(bool(examples) and all(v.ok for v in examples))
+        ref, rel, alt = count("reference"), count("release"), count("alternative")
+        var = (sum(per_variant), len(per_variant))
+        other = count("mistake", lambda v: not v.job.example.diagnosis)
+        row_ok = ref[0] == ref[1] and rel[0] == rel[1] and var[0] == var[1] and alt[0] == alt[1] \
+            and other[0] == other[1] and alt[1] >= 2
+        all_ok &= row_ok
+        echo(f"{a:<14} {ref[0]:>4}/{ref[1]:<5} {rel[0]:>3}/{rel[1]:<4} {var[0]:>11}/{var[1]:<10} "
+             f"{alt[0]:>6}/{alt[1]:<6} {'ok' if row_ok else 'WRONG'}")
+        for name in uncovered_variants(a):
+            echo(f"    variant {name}: no mistake example exercises it")
+    for v in verdicts:
+        if not v.ok:
+            echo(f"    WRONG {v.job.assignment_id} {v.job.kind} {v.job.label}: {v.why}")
+    return all_ok
+
+
+def run_selftest(tier: str | None = None, echo=print, assignment_ids=ASSIGNMENTS) -> int:
+    with tempfile.TemporaryDirectory(prefix="autograde-selftest-") as tmp:
+        jobs = plan(Path(tmp), assignment_ids)
+        results = grade_batch([j.submission for j in jobs], GradingOptions(tier=tier))
+    verdicts = [judge(j, r) for j, r in zip(jobs, results)]
+    ok = report(verdicts, assignment_ids, echo)
+    total = len(verdicts)
+    echo(f"sandbox tier: {results[0].tier}; {sum(v.ok for v in verdicts)}/{total} submissions graded as expected")
+    echo("selftest passed: 100%" if ok else "selftest FAILED")
+    return 0 if ok else 1

@@ -52,7 +52,8 @@ case "${1:-}" in
     test)
         setup
         shift
-        python -m pytest "$@"
+        # two workers (the machine's cores); a test file stays on one worker, its fixtures shared
+        python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"
         ;;
     *)
         echo "usage: bash scripts/dev.sh {demo|generate|test} [args...]" >&2

@@ -186,3 +186,16 @@ def test_resume_after_kill_9_gives_identical_results_and_gradebook(tmp_path):
         assert done.returncode == 0, done.stderr
         exports.append(sorted((r["student_id"], r["score"]) for r in csv.DictReader(open(root / "export.csv"))))
     assert exports[0] == exports[1]
+
+
+def test_report_rerenders_from_stored_results_without_grading(graded_course, monkeypatch):
+    course, _ = graded_course
+    shutil.rmtree(course / "out" / "reports")
+    (course / "out" / "summary.html").unlink()
+    import autograder.engine
+
+    monkeypatch.setattr(autograder.engine, "grade_batch", lambda *a, **k: pytest.fail("report must not grade"))
+    result = RUNNER.invoke(app, ["report", "--out", str(course / "out")])
+    assert result.exit_code == 0, result.output
+    assert (course / "out" / "reports" / "alice" / "rmsnorm.html").exists()
+    assert (course / "out" / "summary.html").exists()

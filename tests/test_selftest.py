@@ -1,21 +1,52 @@
-"""`autograde selftest` passes on this repository, and would catch a grader that is wrong."""
+"""`autograde selftest`: 100% on this repository, and its verdicts would catch a wrong grader."""
 
 import pytest
 
 from autograder import selftest
+from autograder.diagnosis import variants_of
+from autograder.examples import Mistake, alternatives, mistakes
+from autograder.results import CheckResult, PartResult, SubmissionResult
+from solutions import ASSIGNMENTS
 
-pytestmark = pytest.mark.slow
 
-
-def test_selftest_passes():
+@pytest.mark.slow
+def test_selftest_is_at_100_percent():
     lines = []
-    assert selftest.run_selftest(echo=lines.append) == 0, "\n".join(lines)
-    assert lines[-1].startswith("18/18 as expected")
+    code = selftest.run_selftest(echo=lines.append)
+    assert code == 0, "\n".join(lines)
+    assert lines[-1] == "selftest passed: 100%"
 
 
-def test_selftest_fails_when_the_release_would_score(monkeypatch):
-    # point the release side at the references: the grader would then wrongly give release notebooks marks
-    monkeypatch.setattr(selftest, "release_path", selftest.reference_path)
-    lines = []
-    assert selftest.run_selftest(echo=lines.append) == 1
-    assert "WRONG" in "\n".join(lines)
+@pytest.mark.parametrize("assignment_id", ASSIGNMENTS)
+def test_catalogue_is_complete(assignment_id):
+    """At least six variants, every one exercised by a mistake example, and two alternative styles."""
+    assert len(variants_of(assignment_id)) >= 6
+    assert selftest.uncovered_variants(assignment_id) == []
+    assert len(alternatives(assignment_id)) >= 2
+    for m in mistakes(assignment_id):
+        assert m.diagnosis is None or m.diagnosis in variants_of(assignment_id), m.name
+
+
+def fake_result(checks: list[tuple[str, bool, str | None]], status="graded") -> SubmissionResult:
+    results = [CheckResult(name, "part", ok, 1.0 if ok else 0.0, 1.0, "", "", {}, diagnosis) for name, ok, diagnosis
+               in checks]
+    score = sum(c.points for c in results)
+    return SubmissionResult("s", "a", status, score, len(results), [PartResult("part", score, len(results), results)])
+
+
+def job(kind, example=None):
+    return selftest.Job("rmsnorm", kind, "x", None, example)
+
+
+def test_judge_catches_a_wrong_grader():
+    m = Mistake("m", "", (), frozenset({"c1"}), diagnosis="no_sqrt")  # partly wrong: c1 fails, c2 passes
+    assert selftest.judge(job("mistake", m), fake_result([("c1", False, "no_sqrt"), ("c2", True, None)])).ok
+    assert not selftest.judge(job("mistake", m), fake_result([("c1", False, None), ("c2", True, None)])).ok
+    assert not selftest.judge(job("mistake", m), fake_result([("c1", False, "other"), ("c2", True, None)])).ok
+    assert not selftest.judge(job("mistake", m), fake_result([("c1", True, None), ("c2", True, None)])).ok
+    assert not selftest.judge(job("mistake", m), fake_result([("c1", False, "no_sqrt"), ("c2", False, None)])).ok
+    assert not selftest.judge(job("alternative"), fake_result([("c1", True, None), ("c2", False, None)])).ok
+    assert not selftest.judge(job("alternative"), fake_result([("c1", True, "no_sqrt")])).ok
+    assert not selftest.judge(job("reference"), fake_result([("c1", True, None), ("c2", False, None)])).ok
+    assert not selftest.judge(job("release"), fake_result([("c1", True, None)])).ok
+    assert not selftest.judge(job("reference"), fake_result([], status="error")).ok

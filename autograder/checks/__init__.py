@@ -87,7 +87,8 @@ def expect_number(actual, expected: float, what: str, rel: float = HAND):
     error = abs(actual - expected) / max(abs(expected), 1e-300)
     if error > rel:
         # no error figure here: with the typed value it would give the answer away
-        raise CheckFailed(f"`{what}` 不对（超出相对误差容限 {rel:g}，即 4 位有效数字）", {"tolerance": rel})
+        precision = "，即 4 位有效数字" if rel == HAND else ""
+        raise CheckFailed(f"`{what}` 不对（超出相对误差容限 {rel:g}{precision}）", {"tolerance": rel})
 
 
 def expect_int(actual, expected: int, what: str):
@@ -126,21 +127,28 @@ def expect_module_matches(run: ModuleRun, reference: dict, tol: Tol, class_name:
             expect_close(a, e, tol, f"forward 返回的第 {i + 1} 个值")
     else:
         expect_close(run.outputs, expected_out, tol, outputs)
-    for i, (a, e) in enumerate(zip(run.input_grads, reference["input_grads"])):
-        if a is None:
-            raise CheckFailed("输入没有得到梯度：forward 里是否用了 detach、no_grad 或 .data？")
-        expect_close(a, e, tol, "输入的梯度")
-    for name, expected_grad in reference["param_grads"].items():
-        actual = run.param_grads.get(name)
-        if actual is None:
-            raise CheckFailed(f"参数 `{name}` 没有得到梯度：它是否参与了 forward？", {"parameter": name})
-        expect_close(actual, expected_grad, tol, f"参数 `{name}` 的梯度")
+    # the forward is right from here on: a gradient that disagrees is localised as such
+    try:
+        for i, (a, e) in enumerate(zip(run.input_grads, reference["input_grads"])):
+            if a is None:
+                raise CheckFailed("输入没有得到梯度：forward 里是否用了 detach、no_grad 或 .data？")
+            expect_close(a, e, tol, "输入的梯度")
+        for name, expected_grad in reference["param_grads"].items():
+            actual = run.param_grads.get(name)
+            if actual is None:
+                raise CheckFailed(f"参数 `{name}` 没有得到梯度：它是否参与了 forward？", {"parameter": name})
+            expect_close(actual, expected_grad, tol, f"参数 `{name}` 的梯度")
+    except CheckFailed as failure:
+        raise CheckFailed(f"forward 的输出正确，但反向传播不对：{failure.message}"
+                          "（是否在 forward 里用了 .data、.detach()、.item() 或 torch.no_grad()？）",
+                          dict(failure.details, forward_correct=True)) from None
 
 
 def expect_weights_loaded(run: ModuleRun, class_name: str):
     if run.load_error:
-        raise CheckFailed(f"无法把权重加载进你的 `{class_name}`：{run.load_error[:200]}",
-                          {"param_shapes": run.param_shapes})
+        shapes = "，".join(f"{name} {shape}" for name, shape in sorted(run.param_shapes.items()))
+        raise CheckFailed(f"无法把权重加载进你的 `{class_name}`：参数的形状与约定不一致（你的参数：{shapes}）。"
+                          "请对照题目里的参数名和形状", {"param_shapes": run.param_shapes})
     if run.unexpected_keys or run.missing_keys:
         parts = []  # load_state_dict's view: "missing" keys are the module's own, absent from the weights
         if run.missing_keys:

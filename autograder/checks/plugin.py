@@ -65,6 +65,7 @@ class GradingPlugin:
         self.expected_points = expected_points  # assignment -> grade_id -> points, from the source notebooks
         self.items: dict[str, list] = {}
         self.specs: dict[str, list[CheckSpec]] = {}
+        self.variants: dict[str, dict] = {}
         self.context: CheckContext | None = None
         self._failure: BaseException | None = None
         self.error: BaseException | None = None
@@ -113,6 +114,15 @@ class GradingPlugin:
                         f"the grade cell says {points:g}"
                     )
 
+    def pytest_collection_finish(self, session):
+        from autograder.diagnosis import Variant
+
+        for assignment_id, items in self.items.items():
+            variants = getattr(items[0].module, "VARIANTS", None)
+            if not isinstance(variants, dict) or not all(isinstance(v, Variant) for v in variants.values()):
+                raise CheckConfigError(f"test_{assignment_id}.py must declare VARIANTS, its catalogue of mistakes")
+            self.variants[assignment_id] = variants
+
     def pytest_collectreport(self, report):
         if report.failed:
             self.error = CheckConfigError(f"cannot collect {report.nodeid}: {report.longreprtext[-2000:]}")
@@ -149,6 +159,9 @@ class GradingPlugin:
             return CheckOutcome(spec, True, "通过", {}, None, seconds)
         failure = self._failure
         if isinstance(failure, CheckFailed):
+            catalogue = self.variants.get(Path(item.fspath).stem.removeprefix("test_"), {})
+            if failure.diagnosis is not None and failure.diagnosis not in catalogue:
+                raise CheckConfigError(f"check {item.nodeid} named {failure.diagnosis!r}, which is not in VARIANTS")
             return CheckOutcome(spec, False, failure.message, failure.details, failure.diagnosis, seconds)
         if isinstance(failure, AssertionError):  # a plain assert in a check: its message is for the student
             return CheckOutcome(spec, False, str(failure).split("\n")[0][:300] or "未通过", {}, None, seconds)

@@ -6,8 +6,11 @@ batch >= 2 with different rows, random weights scaled so that attention scores a
 scale variants then differ from the reference by far more than the tolerance), a causal mask and
 a random non-causal 0/-inf mask (some blocked entries, never a whole row).
 
-When a comparison fails, the same inputs and weights go through the known-wrong variants below
-(grader side only) and a match names the mistake in the message and in `diagnosis`.
+When a comparison fails, the same inputs and weights go through the known-wrong variants of
+VARIANTS (grader side only) and a match names the mistake (autograder.diagnosis). When nothing
+matches, the message localises the fault with properties where it can (which argument of
+kv_cache_bytes is not proportional, whether repeat_kv only permutes heads, causality, whether the
+mask has any effect, which tokens or batch rows are right).
 """
 
 import math
@@ -17,12 +20,11 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import (
-    causal_mask,
-    same_values,
     F32_ATTN,
     F64,
     HAND,
     CheckFailed,
+    causal_mask,
     check,
     expect_close,
     expect_int,
@@ -30,42 +32,71 @@ from autograder.checks import (
     expect_number,
     expect_true,
     run_reference,
+    same_values,
 )
+from autograder.diagnosis import Variant, catalogue, named
 from autograder.probes import describe_value
 from solutions import gqa_saving as ref
 from solutions.student_params import student_answers, student_params
 
-# --- diagnosis: the catalogued mistakes, as known-wrong variants of the reference ------------------
+# --- the catalogue of mistakes ----------------------------------------------------------------------
 
-HINTS = {
-    # hand computation and kv_cache_bytes
-    "k_only": "你的结果正好是正确答案的一半：是否只算了 K，漏了 V（公式前面的因子 2）？",
-    "fp32_bytes": "你的结果正好是正确答案的 2 倍：是否按 FP32（4 字节）算了？本题是 FP16，每个元素 2 字节",
-    "bits_not_bytes": "你的结果正好是正确答案的 8 倍：是否算成了比特（bit）？要的是字节",
-    "mib_not_bytes": "你的结果像是换算成了 MiB（除以 1024²）：要的是字节数",
-    "mb_not_bytes": "你的结果像是换算成了 MB（除以 10⁶）：要的是字节数",
-    "percent_not_fraction": "你的 saving_ratio 像是百分数：应填 0 到 1 之间的小数（省一半填 0.5）",
-    "forgot_one_minus": "你填的是 GQA 与 MHA 的比值：题目要的是省下的比例，即 1 减去这个比值",
-    "q_heads_for_kv": "GQA 的 KV Cache 应该用 num_kv_heads 个 KV 头，而不是 num_q_heads",
-    "ignores_num_layers": "你的结果与 num_layers 无关：整个模型的 KV Cache 是一层的 num_layers 倍",
-    "ignores_bytes_per_element": "你的结果没有用传入的 bytes_per_element（总是按 2 字节算）",
+VARIANTS = catalogue(
+    # the hand computation and kv_cache_bytes
+    Variant("k_only", "你的结果正好是正确值的一半，与「只算了 K、漏了 V」一致：KV Cache 要同时存 K 和 V 两份，"
+                      "公式最前面的因子 2 不能少"),
+    Variant("fp32_bytes", "你的结果正好是正确值的 2 倍，与「按 FP32（每个元素 4 字节）计算」一致：本题是 FP16，"
+                          "每个元素 2 字节"),
+    Variant("bits_not_bytes", "你的结果正好是正确值的 8 倍，与「算成了比特（bit）」一致：要的是字节数"
+                              "（1 字节 = 8 比特，一个 FP16 元素是 2 字节）"),
+    Variant("mib_not_bytes", "你的结果与「换算成了 MiB（除以 1024²）」一致：要的是字节数（整数），"
+                             "MiB 只在打印显存时用"),
+    Variant("mb_not_bytes", "你的结果与「换算成了 MB（除以 10⁶）」一致：要的是字节数（整数）；"
+                            "打印显存时本作业也用 MiB（1024²），不用 10⁶"),
+    Variant("percent_not_fraction", "你的 saving_ratio 与「写成了百分数」一致：应填 0 到 1 之间的小数"
+                                    "（省了一半填 0.5，不填 50）"),
+    Variant("forgot_one_minus", "你的 saving_ratio 与 gqa_kv_bytes / mha_kv_bytes 一致，那是 GQA 还剩下的比例："
+                                "题目要的是省下的比例，即 1 − gqa_kv_bytes / mha_kv_bytes"),
+    Variant("factor_not_ratio", "你的 saving_ratio 与 mha_kv_bytes / gqa_kv_bytes（KV Cache 缩小的倍数）一致："
+                                "题目要的是省下的比例 1 − gqa_kv_bytes / mha_kv_bytes，是 0 到 1 之间的小数"),
+    Variant("q_heads_for_kv", "你的结果与「K/V 的头数用了 num_q_heads」一致（那是 MHA）：GQA 只有 num_kv_heads 个 "
+                              "K/V 头，每 num_q_heads // num_kv_heads 个 Q 头共享一个；所以 KV Cache 按 num_kv_heads "
+                              "个头算，W_k、W_v 的输出维是 num_kv_heads * d_head"),
+    Variant("ignores_num_layers", "你的结果与 num_layers 无关：整个模型的 KV Cache 是一层的 num_layers 倍，"
+                                  "要乘上传入的 num_layers（默认 1）"),
+    Variant("ignores_bytes_per_element", "你的结果没有随 bytes_per_element 变化（像是把每个元素的字节数写死了）："
+                                         "要乘上传入的 bytes_per_element（默认 2，即 FP16）"),
     # repeat_kv and the module
-    "mod_mapping": "结果与「第 h 个 Q 头用第 h % num_kv_heads 个 KV 头」的配对一致（本章 §7.1 代码的排列，"
-                   "新维度插在了 KV 头维的前面）；本作业约定第 h 个 Q 头用第 h // n_rep 个 KV 头",
-    "repeat_wrong_dim": "结果像是在序列维（第 1 维）而不是 KV 头维（第 2 维）上做了重复",
-    "no_scale": "结果与「分数没有除以 √d_head」一致：缩放是 1/√d_head",
-    "sqrt_d_model": "结果与「分数除以 √d_model」一致：缩放应该是 1/√d_head（d_head = d_model // num_q_heads）",
-    "mask_ignored": "结果与「没有使用 mask」一致：forward 是否忽略了 mask 参数？",
-    "mask_multiplied": "结果与「mask 乘到分数上」一致：mask 是加性的，应该加到缩放后的分数上",
-    "softmax_wrong_dim": "结果与「softmax 沿查询维（倒数第二维）做」一致：应沿最后一维（key 的维度）做 softmax",
-    "no_transpose_out": "结果与「合并头时没有先 transpose 就 reshape」一致：应先把 [B, H, S, d_head] 转成 "
-                        "[B, S, H, d_head] 再合并成 [B, S, H * d_head]",
-    "q_reshaped_not_transposed": "结果与「把 Q 直接 view/reshape 成 [B, H, S, d_head]」一致：应先 view 成 "
-                                 "[B, S, H, d_head] 再 transpose(1, 2)",
-}
+    Variant("mod_mapping",
+            "你的结果与「第 h 个 Q 头用第 h % num_kv_heads 个 KV 头」的配对一致（本章 §7.1 的代码把新维度插在 KV 头维"
+            "前面再 expand，用 x.repeat 整体平铺也是这样）。这也是一种合法的分组，但本作业固定 LLaMA / PyTorch"
+            "（enable_gqa=True）的约定：每个 KV 头连续重复 n_rep 次，第 h 个 Q 头用第 h // n_rep 个 KV 头（新维度插在 "
+            "KV 头维后面再 expand，或用 repeat_interleave）；按名字加载的权重只有在这种配对下才算得对",
+            convention=True),
+    Variant("repeat_wrong_dim", "你的结果与「在序列维（第 1 维）而不是 KV 头维（第 2 维）上重复」一致：输入是 "
+                                "[B, S, num_kv_heads, head_dim]，要在第 2 维上把每个 KV 头连续重复 n_rep 次"),
+    Variant("bias_in_projection", "你的模块多出了 bias 参数，与「nn.Linear 用了默认的 bias=True」一致："
+                                  "W_q、W_k、W_v、W_o 都要写 bias=False"),
+    Variant("no_scale", "你的结果与「注意力分数没有除以 √d_head」一致：分数应为 QKᵀ / √d_head"),
+    Variant("sqrt_d_model", "你的结果与「注意力分数除以 √d_model」一致：缩放应该是 1/√d_head，"
+                            "其中 d_head = d_model // num_q_heads"),
+    Variant("mask_ignored", "你的结果与「没有使用 mask」一致：forward 收到 mask 时，要把它加到缩放后的分数上"),
+    Variant("mask_multiplied", "你的结果与「把 mask 乘到分数上」一致：mask 是加性的（允许处为 0、屏蔽处为 −inf），"
+                               "要加到缩放后的分数上，再做 softmax"),
+    Variant("always_causal", "你的结果与「不管传入什么 mask，都加因果掩码」一致：forward 只应使用传入的 mask 参数，"
+                             "mask=None 时不加任何掩码，不要在 forward 里自己构造因果掩码"),
+    Variant("softmax_wrong_dim", "你的结果与「softmax 沿查询维（倒数第二维）做」一致：应沿最后一维（key 的维度）"
+                                 "做 softmax，让每个查询对所有 key 的权重之和为 1"),
+    Variant("no_transpose_out", "你的结果与「合并头时没有先 transpose 就 reshape」一致：应先把 [B, H, S, d_head] "
+                                "transpose 成 [B, S, H, d_head]，再 reshape 成 [B, S, H * d_head]"),
+    Variant("q_reshaped_not_transposed", "你的结果与「把 Q 直接 reshape 成 [B, H, S, d_head]」一致：应先 view 成 "
+                                         "[B, S, H, d_head]，再 transpose(1, 2)"),
+    Variant("no_output_proj", "你的结果与「最后没有经过 W_o」一致：各头的输出拼回 [B, S, num_q_heads * d_head] "
+                              "之后，还要过输出投影 W_o"),
+)
 
-MODULE_VARIANTS = ("mod_mapping", "no_scale", "sqrt_d_model", "mask_ignored", "mask_multiplied",
-                   "softmax_wrong_dim", "no_transpose_out", "q_reshaped_not_transposed")
+MODULE_VARIANTS = ("mod_mapping", "no_scale", "sqrt_d_model", "mask_ignored", "mask_multiplied", "always_causal",
+                   "softmax_wrong_dim", "no_transpose_out", "q_reshaped_not_transposed", "no_output_proj")
 
 
 def gqa_variant(weights: dict, x, mask, num_q_heads: int, num_kv_heads: int, variant: str):
@@ -87,7 +118,9 @@ def gqa_variant(weights: dict, x, mask, num_q_heads: int, num_kv_heads: int, var
         q = q.view(B, S, H, d_head).transpose(1, 2)
     scale = {"no_scale": 1.0, "sqrt_d_model": 1 / math.sqrt(d_model)}.get(variant, 1 / math.sqrt(d_head))
     scores = q @ k.transpose(-2, -1) * scale
-    if mask is not None and variant != "mask_ignored":
+    if variant == "always_causal":
+        scores = scores + causal_mask(S, scores.dtype)
+    elif mask is not None and variant != "mask_ignored":
         scores = scores * mask if variant == "mask_multiplied" else scores + mask
     attn = F.softmax(scores, dim=-2 if variant == "softmax_wrong_dim" else -1)
     out = attn @ v
@@ -95,7 +128,7 @@ def gqa_variant(weights: dict, x, mask, num_q_heads: int, num_kv_heads: int, var
         out = out.reshape(B, S, H * d_head)
     else:
         out = out.transpose(1, 2).reshape(B, S, H * d_head)
-    return out @ weights["W_o.weight"].T
+    return out if variant == "no_output_proj" else out @ weights["W_o.weight"].T
 
 
 def repeat_kv_variant(x, n_rep: int, variant: str):
@@ -107,36 +140,43 @@ def repeat_kv_variant(x, n_rep: int, variant: str):
     raise ValueError(variant)
 
 
-def diagnosed(failure: CheckFailed, name: str | None) -> CheckFailed:
-    if name is None:
+def matching_variant(actual, expected, tol, candidates: dict) -> Variant | None:
+    """The first catalogued variant whose values `actual` has (and the reference has not)."""
+    for name, value in candidates.items():
+        if not same_values(expected, value, tol) and same_values(actual, value, tol):
+            return VARIANTS[name]
+    return None
+
+
+def with_hint(failure: CheckFailed, hint: str | None) -> CheckFailed:
+    """`failure` with a localisation (no mistake named) appended."""
+    if not hint:
         return failure
-    return CheckFailed(f"{failure.message}。{HINTS[name]}", failure.details, diagnosis=name)
-
-
-def expect_close_diagnosed(actual, expected, tol, variants: dict, what: str = "输出"):
-    """expect_close; on failure, name the first variant whose values `actual` has."""
-    try:
-        expect_close(actual, expected, tol, what)
-    except CheckFailed as failure:
-        match = next((name for name, value in variants.items()
-                      if not same_values(expected, value, tol) and same_values(actual, value, tol)), None)
-        raise diagnosed(failure, match) from None
+    return CheckFailed(f"{failure.message}。{hint}", failure.details)
 
 
 def expect_number_diagnosed(actual, expected, what: str, slips: dict, integer: bool = False):
-    """A typed hand answer; on failure, name the catalogued slip that gives the student's number."""
+    """A typed answer (or a returned number); on failure, name the catalogued slip that gives `actual`."""
     try:
         (expect_int if integer else expect_number)(actual, expected, what)
     except CheckFailed as failure:
         match = None
         if isinstance(actual, (int, float)) and not isinstance(actual, bool) and math.isfinite(actual):
-            match = next((name for name, value in slips.items()
+            match = next((VARIANTS[name] for name, value in slips.items()
                           if abs(value - expected) > HAND * abs(expected)
                           and abs(actual - value) <= HAND * max(abs(value), 1e-12)), None)
-        raise diagnosed(failure, match) from None
+        raise named(failure, match) from None
 
 
 # --- gqa_hand ---------------------------------------------------------------------------------------
+
+
+def hand_slips(inputs: dict) -> dict:
+    """What each catalogued slip gives for the three typed answers (each slip applied throughout)."""
+    slips = ref.hand_slips(inputs)
+    right = ref.hand_answers(inputs)
+    slips["factor_not_ratio"] = {"saving_ratio": right["mha_kv_bytes"] / right["gqa_kv_bytes"]}
+    return slips
 
 
 @pytest.fixture
@@ -146,31 +186,37 @@ def answers(student_id):
 
 @pytest.fixture
 def slips(student_id):
-    return ref.hand_slips(student_params("gqa_saving", student_id))
+    return hand_slips(student_params("gqa_saving", student_id))
+
+
+def slips_of(slips: dict, answer: str) -> dict:
+    return {name: values[answer] for name, values in slips.items() if answer in values}
 
 
 @check("gqa_hand", points=1)
 def test_hand_mha_kv_bytes(student, answers, slips):
     """mha_kv_bytes（MHA 一层 KV Cache 的字节数）与按你的学号算出的答案一致"""
     expect_number_diagnosed(student.variable("mha_kv_bytes"), answers["mha_kv_bytes"], "mha_kv_bytes",
-                            {name: s["mha_kv_bytes"] for name, s in slips.items()}, integer=True)
+                            slips_of(slips, "mha_kv_bytes"), integer=True)
 
 
 @check("gqa_hand", points=1)
 def test_hand_gqa_kv_bytes(student, answers, slips):
     """gqa_kv_bytes（GQA 一层 KV Cache 的字节数）与按你的学号算出的答案一致"""
     expect_number_diagnosed(student.variable("gqa_kv_bytes"), answers["gqa_kv_bytes"], "gqa_kv_bytes",
-                            {name: s["gqa_kv_bytes"] for name, s in slips.items()}, integer=True)
+                            slips_of(slips, "gqa_kv_bytes"), integer=True)
 
 
 @check("gqa_hand", points=1)
 def test_hand_saving_ratio(student, answers, slips):
     """saving_ratio（GQA 省下的比例，0 到 1 的小数）与按你的学号算出的答案一致（4 位有效数字）"""
     expect_number_diagnosed(student.variable("saving_ratio"), answers["saving_ratio"], "saving_ratio",
-                            {name: s["saving_ratio"] for name, s in slips.items()})
+                            slips_of(slips, "saving_ratio"))
 
 
 # --- kv_cache_bytes ---------------------------------------------------------------------------------
+
+KV_ARGS = ("batch", "seq_len", "num_kv_heads", "head_dim")
 
 
 def random_config(rng) -> tuple[int, int, int, int]:
@@ -186,10 +232,29 @@ def kv_bytes_slips(b, s, h, d, bpe=2, layers=1) -> dict:
             "ignores_num_layers": right / layers, "ignores_bytes_per_element": right * 2 / bpe}
 
 
-def expect_kv_bytes(actual, args: tuple, kwargs: dict):
-    expected = ref.kv_cache_bytes(*args, **kwargs)
-    slips = kv_bytes_slips(*args, kwargs.get("bytes_per_element", 2), kwargs.get("num_layers", 1))
-    expect_number_diagnosed(actual, expected, "kv_cache_bytes(...)", slips, integer=True)
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def kv_bytes_localisation(student, config: tuple, value) -> str | None:
+    """With no slip matched: which arguments the result is not proportional to (one probe per argument)."""
+    if not is_number(value) or value <= 0:
+        return None
+    not_proportional = []
+    for i, name in enumerate(KV_ARGS):
+        doubled = list(config)
+        doubled[i] *= 2
+        try:
+            result = student.call("kv_cache_bytes", *doubled)
+        except CheckFailed:
+            return None
+        if not is_number(result) or abs(result - 2 * value) > 1e-9 * abs(value):
+            not_proportional.append(name)
+    if not_proportional:
+        return (f"参数 {', '.join(not_proportional)} 翻倍时，你的结果没有跟着翻倍：KV Cache 与 batch、seq_len、"
+                "num_kv_heads、head_dim 都成正比，检查这些参数是否都乘进去了，且各乘一次")
+    return ("你的结果与 batch、seq_len、num_kv_heads、head_dim 都成正比，但常数因子不对："
+            "检查 K 和 V 的因子 2，以及每个元素的字节数 bytes_per_element（默认 2）")
 
 
 @check("kv_cache_bytes", points=1)
@@ -197,7 +262,14 @@ def test_kv_cache_bytes_fp16_one_layer(student, rng):
     """kv_cache_bytes 在默认参数（FP16、一层）下，对几组不同的配置都给出正确的字节数"""
     for _ in range(4):
         config = random_config(rng)
-        expect_kv_bytes(student.call("kv_cache_bytes", *config), config, {})
+        value = student.call("kv_cache_bytes", *config)
+        try:
+            expect_number_diagnosed(value, ref.kv_cache_bytes(*config), "kv_cache_bytes(...)",
+                                    kv_bytes_slips(*config), integer=True)
+        except CheckFailed as failure:
+            if failure.diagnosis is None:
+                raise with_hint(failure, kv_bytes_localisation(student, config, value)) from None
+            raise
 
 
 @check("kv_cache_bytes", points=0.5)
@@ -221,11 +293,10 @@ def test_kv_cache_bytes_uses_dtype_and_layers(student, rng):
             raise CheckFailed("显式传入 bytes_per_element=2, num_layers=1 与不传时结果不同：默认值应该是 "
                               "bytes_per_element=2, num_layers=1")
         if abs(ratio - bpe / 2) <= 1e-9 * want:
-            raise CheckFailed(f"改变 num_layers 时结果没有按比例变化。{HINTS['ignores_num_layers']}",
-                              diagnosis="ignores_num_layers")
+            raise named(CheckFailed("改变 num_layers 时结果没有按比例变化"), VARIANTS["ignores_num_layers"])
         if abs(ratio - layers) <= 1e-9 * want:
-            raise CheckFailed(f"改变 bytes_per_element 时结果没有按比例变化。{HINTS['ignores_bytes_per_element']}",
-                              diagnosis="ignores_bytes_per_element")
+            raise named(CheckFailed("改变 bytes_per_element 时结果没有按比例变化"),
+                        VARIANTS["ignores_bytes_per_element"])
         raise CheckFailed("结果没有与 bytes_per_element × num_layers 成正比：检查这两个参数是否都乘进去了")
 
 
@@ -233,48 +304,104 @@ def test_kv_cache_bytes_uses_dtype_and_layers(student, rng):
 def test_kv_cache_bytes_returns_int(student, rng):
     """kv_cache_bytes 返回 Python int（字节数是整数，不是 float、tensor 或 MiB），整个模型的大数也一样"""
     batch, seq_len, heads, head_dim = random_config(rng)
-    value = student.call("kv_cache_bytes", batch, 16 * seq_len, heads, head_dim, 2, 80)
-    expect_true(type(value) is int,
-                f"kv_cache_bytes 应该返回 Python int，你的返回了 {describe_value(value)}"
-                "（用 / 会得到 float；字节数请用整数运算）",
-                {"type": describe_value(value)})
+    args = (batch, 16 * seq_len, heads, head_dim, 2, 80)
+    value = student.call("kv_cache_bytes", *args)
+    if type(value) is int:
+        return
+    failure = CheckFailed(f"kv_cache_bytes 应该返回 Python int，你的返回了 {describe_value(value)}"
+                          "（用 / 会得到 float；字节数请用整数运算）", {"type": describe_value(value)})
+    match = None
+    if is_number(value):
+        expected = ref.kv_cache_bytes(*args)
+        match = next((VARIANTS[name] for name, slip in kv_bytes_slips(*args).items()
+                      if abs(slip - expected) > HAND * expected and abs(value - slip) <= HAND * abs(slip)), None)
+    raise named(failure, match)
 
 
 # --- repeat_kv --------------------------------------------------------------------------------------
 
 
+def repeat_kv_localisation(actual, x, n_rep: int) -> str | None:
+    """With no variant matched and the shape right: does the output only copy KV heads, and how often each?"""
+    if not isinstance(actual, torch.Tensor) or actual.shape != (*x.shape[:2], x.shape[2] * n_rep, x.shape[3]):
+        return None
+    if not actual.dtype.is_floating_point or not torch.isfinite(actual).all():
+        return None
+    sources = []
+    for h in range(actual.shape[2]):
+        same = [g for g in range(x.shape[2]) if torch.equal(actual[:, :, h].to(x.dtype), x[:, :, g])]
+        if not same:
+            return ("输出里有的头不是任何一个输入 KV 头的原样拷贝：repeat_kv 只应复制 KV 头，不应改变数值，"
+                    "也不应把不同的位置或头混在一起")
+        sources.append(same[0])
+    if all(sources.count(g) == n_rep for g in range(x.shape[2])):
+        return ("你的输出里每个 KV 头都正好出现了 n_rep 次，但排列不对：第 h 个输出头应该是第 h // n_rep 个 KV 头"
+                "（每个 KV 头连续重复 n_rep 次）")
+    return "你的输出里每个头都是某个输入 KV 头的拷贝，但各 KV 头出现的次数不同：每个 KV 头应该正好重复 n_rep 次"
+
+
+def expect_repeat_kv(student, x, n_rep: int, tol):
+    actual = student.call("repeat_kv", x, n_rep)
+    expected = ref.repeat_kv(x, n_rep)
+    try:
+        expect_close(actual, expected, tol)
+    except CheckFailed as failure:
+        variants = {name: repeat_kv_variant(x, n_rep, name) for name in ("mod_mapping", "repeat_wrong_dim")}
+        match = matching_variant(actual, expected, tol, variants)
+        if match is None:
+            raise with_hint(failure, repeat_kv_localisation(actual, x, n_rep)) from None
+        raise named(failure, match) from None
+
+
 @check("repeat_kv", points=1)
 def test_repeat_kv_layout_float64(student, rng):
     """repeat_kv 的排列正确：第 h 个输出头是第 h // n_rep 个 KV 头（float64，batch 和序列各行不同）"""
-    x = torch.randn(2, 5, 3, 4, generator=rng, dtype=torch.float64)
-    variants = {name: repeat_kv_variant(x, 4, name) for name in ("mod_mapping", "repeat_wrong_dim")}
-    expect_close_diagnosed(student.call("repeat_kv", x, 4), ref.repeat_kv(x, 4), F64, variants)
+    expect_repeat_kv(student, torch.randn(2, 5, 3, 4, generator=rng, dtype=torch.float64), 4, F64)
 
 
 @check("repeat_kv", points=0.5)
 def test_repeat_kv_single_kv_head_float32(student, rng):
     """只有 1 个 KV 头（MQA）时 repeat_kv 也正确，float32 输入得到 float32 输出"""
-    x = torch.randn(3, 7, 1, 8, generator=rng)
-    expect_close(student.call("repeat_kv", x, 6), ref.repeat_kv(x, 6), F32_ATTN)
+    expect_repeat_kv(student, torch.randn(3, 7, 1, 8, generator=rng), 6, F32_ATTN)
 
 
 @check("repeat_kv", points=0.5)
 def test_repeat_kv_n_rep_one(student, rng):
     """n_rep = 1 时 repeat_kv 原样返回输入"""
-    x = torch.randn(2, 6, 4, 5, generator=rng, dtype=torch.float64)
-    expect_close(student.call("repeat_kv", x, 1), x.clone(), F64)
+    expect_repeat_kv(student, torch.randn(2, 6, 4, 5, generator=rng, dtype=torch.float64), 1, F64)
 
 
 # --- gqa_module -------------------------------------------------------------------------------------
 
 
+def pinned_shapes(d_model: int, num_q_heads: int, num_kv_heads: int) -> dict[str, list[int]]:
+    d_head = d_model // num_q_heads
+    return {"W_q.weight": [num_q_heads * d_head, d_model], "W_k.weight": [num_kv_heads * d_head, d_model],
+            "W_v.weight": [num_kv_heads * d_head, d_model], "W_o.weight": [d_model, num_q_heads * d_head]}
+
+
+def parameters_diagnosis(param_shapes: dict, config: tuple) -> Variant | None:
+    """A catalogued mistake seen in the module's parameters: extra biases, or K/V projections sized for num_q_heads."""
+    want = pinned_shapes(*config)
+    mine = {name: list(shape) for name, shape in param_shapes.items()}
+    if any(mine.get(name) != shape for name, shape in want.items() if name not in ("W_k.weight", "W_v.weight")):
+        return None
+    extra = set(mine) - set(want)
+    if extra and all(n.endswith(".bias") and n.removesuffix(".bias") + ".weight" in want for n in extra) \
+            and all(mine[n] == want[n] for n in want):
+        return VARIANTS["bias_in_projection"]
+    d_model, num_q_heads, num_kv_heads = config
+    full = [num_q_heads * (d_model // num_q_heads), d_model]
+    wrong = [n for n in ("W_k.weight", "W_v.weight") if mine.get(n) != want[n]]
+    if not extra and num_kv_heads != num_q_heads and wrong and all(mine.get(n) == full for n in wrong):
+        return VARIANTS["q_heads_for_kv"]
+    return None
+
+
 def random_weights(rng, d_model: int, num_q_heads: int, num_kv_heads: int, dtype) -> dict:
     """Weights by the pinned names, N(0, 1.5² / fan_in): attention scores of order 1, far from uniform."""
-    d_head = d_model // num_q_heads
-    shapes = {"W_q.weight": (num_q_heads * d_head, d_model), "W_k.weight": (num_kv_heads * d_head, d_model),
-              "W_v.weight": (num_kv_heads * d_head, d_model), "W_o.weight": (d_model, num_q_heads * d_head)}
     return {name: (1.5 / math.sqrt(shape[1])) * torch.randn(shape, generator=rng, dtype=torch.float64).to(dtype)
-            for name, shape in shapes.items()}
+            for name, shape in pinned_shapes(d_model, num_q_heads, num_kv_heads).items()}
 
 
 def random_mask(rng, S: int, dtype) -> torch.Tensor:
@@ -290,10 +417,55 @@ def random_mask(rng, S: int, dtype) -> torch.Tensor:
     return mask
 
 
-def run_module(student, config: tuple, weights: dict, x, mask=None, *, mask_by_keyword=False, dtype, rng,
-               what="GroupedQueryAttention"):
+SINGLE_TOKEN_HINT = ("只有一个 token 时注意力权重恒为 1，输出只取决于 Q/K/V 投影、Q 头与 KV 头的配对、合并头和 W_o："
+                     "错误在这几步里，与缩放、mask 和 softmax 无关")
+
+
+def module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng, actual, expected, tol) -> str | None:
+    """With no variant matched and the forward wrong: what the outputs (and one extra probe) say about where."""
+    if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape or actual.dtype != expected.dtype \
+            or not torch.isfinite(actual).all():
+        return None  # expect_close has said what is wrong
+    B, S, _ = x.shape
+    if S == 1:
+        return SINGLE_TOKEN_HINT
+    close = (actual.double() - expected.double()).abs() <= tol.atol + tol.rtol * expected.double().abs()
+    hints = []
+
+    def probe(args, kwargs=None):
+        try:
+            run = student.module("GroupedQueryAttention", config, state_dict=weights, dtype=dtype, method="forward",
+                                 args=args, kwargs=kwargs or {})
+        except CheckFailed:
+            return None
+        return run.outputs if isinstance(run.outputs, torch.Tensor) and run.outputs.shape == actual.shape else None
+
+    if mask_kind == "causal":
+        changed = x.clone()
+        changed[:, -1] = torch.randn(B, x.shape[2], generator=rng, dtype=torch.float64).to(dtype)
+        other = probe((changed, mask))
+        if other is not None and not same_values(other[:, :-1], actual[:, :-1], tol):
+            hints.append("不满足因果性：加了因果掩码后，改变最后一个 token 仍会改变前面位置的输出——mask 没有正确地"
+                         "加到分数上，或 softmax / 合并头时混用了不同位置")
+        elif other is not None and bool(close[:, 0].all()) and not bool(close[:, 1:].all()):
+            hints.append("你的输出满足因果性，而且第 1 个位置（只能看到自己，注意力权重为 1）的输出正确、后面的位置不对："
+                         "Q/K/V 投影、KV 头配对、合并头和 W_o 应该没问题，问题在多个 token 之间的注意力"
+                         "（分数的缩放、mask 或 softmax）")
+    elif mask_kind == "random":
+        unmasked = probe((x,))
+        if unmasked is not None and same_values(unmasked, actual, tol):
+            hints.append("传不传 mask，你的输出都一样：forward 没有用上 mask 参数")
+    rows = close.flatten(1).all(dim=1)
+    if bool(rows.any()) and not bool(rows.all()):
+        hints.append("batch 里有的样本输出正确、有的不对：每个样本应该独立计算，检查 view / reshape / transpose "
+                     "是否把 batch 维和别的维混在了一起")
+    return "；".join(hints) or None
+
+
+def run_module(student, config: tuple, weights: dict, x, mask=None, *, mask_kind=None, mask_by_keyword=False,
+               dtype, rng, what="GroupedQueryAttention"):
     """Forward and backward of the student's module and of the reference on the same weights and inputs;
-    on a mismatch, the catalogued variants are tried on the output."""
+    on a mismatch, the catalogued variants are tried (parameters, then the output), else the fault is localised."""
     d_model, num_q_heads, num_kv_heads = config
     grad = torch.randn(x.shape, generator=rng, dtype=torch.float64).to(dtype)
     args, kwargs = (x,), {}
@@ -311,29 +483,33 @@ def run_module(student, config: tuple, weights: dict, x, mask=None, *, mask_by_k
     try:
         expect_module_matches(run, expected, tol, what)
     except CheckFailed as failure:
+        if run.load_error or run.missing_keys or run.unexpected_keys:
+            raise named(failure, parameters_diagnosis(run.param_shapes, config)) from None
+        if failure.details.get("forward_correct"):
+            raise
         match = None
         if isinstance(run.outputs, torch.Tensor):
             with torch.no_grad():
-                for name in MODULE_VARIANTS:
-                    value = gqa_variant(weights, x, mask, num_q_heads, num_kv_heads, name)
-                    if not same_values(expected["outputs"], value, tol) and same_values(run.outputs, value, tol):
-                        match = name
-                        break
-        raise diagnosed(failure, match) from None
+                candidates = {name: gqa_variant(weights, x, mask, num_q_heads, num_kv_heads, name)
+                              for name in MODULE_VARIANTS}
+            match = matching_variant(run.outputs, expected["outputs"], tol, candidates)
+        if match is None:
+            hint = module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng, run.outputs,
+                                       expected["outputs"], tol)
+            raise with_hint(failure, hint) from None
+        raise named(failure, match) from None
 
 
 @check("gqa_module", points=0.5)
 def test_module_parameters(student):
     """GroupedQueryAttention(d_model, num_q_heads, num_kv_heads) 的参数正好是 W_q, W_k, W_v, W_o 的 weight（没有 bias），形状正确"""
-    d_model, num_q_heads, num_kv_heads = 40, 4, 2
-    d_head = d_model // num_q_heads
-    want = {"W_q.weight": [num_q_heads * d_head, d_model], "W_k.weight": [num_kv_heads * d_head, d_model],
-            "W_v.weight": [num_kv_heads * d_head, d_model], "W_o.weight": [d_model, num_q_heads * d_head]}
-    run = student.module("GroupedQueryAttention", (d_model, num_q_heads, num_kv_heads), return_state=True)
-    expect_true(run.param_shapes == want,
-                f"GroupedQueryAttention({d_model}, {num_q_heads}, {num_kv_heads}) 的参数应该是 {want}，"
-                f"你的是 {run.param_shapes}",
-                {"param_shapes": run.param_shapes})
+    config = (40, 4, 2)
+    want = pinned_shapes(*config)
+    run = student.module("GroupedQueryAttention", config, return_state=True)
+    if run.param_shapes != want:
+        failure = CheckFailed(f"GroupedQueryAttention{config} 的参数应该是 {want}，你的是 {run.param_shapes}",
+                              {"param_shapes": run.param_shapes})
+        raise named(failure, parameters_diagnosis(run.param_shapes, config))
 
 
 @check("gqa_module", points=0.5)
@@ -360,7 +536,8 @@ def test_module_causal_float64(student, rng):
     config = (72, 6, 2)
     weights = random_weights(rng, *config, torch.float64)
     x = torch.randn(3, 5, 72, generator=rng, dtype=torch.float64)
-    run_module(student, config, weights, x, causal_mask(5, torch.float64), dtype=torch.float64, rng=rng)
+    run_module(student, config, weights, x, causal_mask(5, torch.float64), mask_kind="causal",
+               dtype=torch.float64, rng=rng)
 
 
 @check("gqa_module", points=1)
@@ -369,8 +546,8 @@ def test_module_random_mask_float64(student, rng):
     config = (60, 6, 3)
     weights = random_weights(rng, *config, torch.float64)
     x = torch.randn(2, 7, 60, generator=rng, dtype=torch.float64)
-    run_module(student, config, weights, x, random_mask(rng, 7, torch.float64), mask_by_keyword=True,
-               dtype=torch.float64, rng=rng)
+    run_module(student, config, weights, x, random_mask(rng, 7, torch.float64), mask_kind="random",
+               mask_by_keyword=True, dtype=torch.float64, rng=rng)
 
 
 @check("gqa_module", points=0.5)

@@ -1,13 +1,17 @@
 """Checks of the gradient_flow assignment: the multiple-choice letter, PostNormStack / PreNormStack, layer_grad_norms.
 
 Inputs: batch >= 2 with different rows and an extra leading dim; every weight random and non-unit, including the
-LayerNorm weight and bias, and different in every layer (so a LayerNorm shared across layers is visible); Linear
-weights of scale 1/sqrt(d_model), so the branch relu(Linear(x)) is about as large as x and dropping the residual,
-swapping the two structures or moving the Norm changes the output by O(1).
+LayerNorm weight and bias, and different in every layer (so a LayerNorm or Linear shared across layers is visible);
+Linear weights of scale 1/sqrt(d_model), so the branch relu(Linear(x)) is about as large as x and dropping the
+residual, swapping the two structures or moving the Norm or the ReLU changes the output by O(1). The probe net of
+layer_grad_norms has numel(target) != d_model != 2, so every loss scaling and the accumulated second call differ.
 
-Not checked: that layer_grad_norms clears old gradients. Every probe materialises a fresh model, whose .grad fields
-are all None, so a function without zero_grad gives the right answer here; the probe API has no way to call the
-student's function twice on one model or to hand it a model with stale gradients.
+Naming (VARIANTS): a wrong letter names the wrong option's misconception; a stack output is compared with the
+catalogued wrong structures on the same input and weights (the chapter's swapped homework definitions are told
+apart from a plain swap by one probe of the other class); parameter names that do not fit are named from the keys;
+layer_grad_norms' numbers are compared with the catalogued slips. When nothing matches, a stack's fault is localised
+with one single-layer probe (right for one layer: the loop; else a property of that one layer's output) and a
+layer_grad_norms result that is the right one times a common factor is said to be a scaling of the loss.
 """
 
 import math
@@ -18,14 +22,88 @@ import torch.nn.functional as F
 
 from autograder.checks import (
     F32, F64, CheckFailed, check, expect_module_matches, expect_numbers, expect_true, module_arg,
-    probe_net_arg, run_reference,
+    probe_net_arg, run_reference, same_values,
 )
+from autograder.diagnosis import Variant, catalogue, named
 from autograder.probes import describe_value
 from solutions import gradient_flow as ref
 from solutions.student_params import student_answers
 
 CLASSES = ("PostNormStack", "PreNormStack")
 GRAD_REL = 1e-9  # layer_grad_norms is computed in float64 on both sides
+
+POST = "norms[i](x + relu(layers[i](x)))"
+PRE = "x + relu(layers[i](norms[i](x)))"
+
+VARIANTS = catalogue(
+    # --- the multiple-choice letter: the misconception of the option the letter points to -------------------
+    Variant("choice_norm_after_sublayer",
+            "你选的选项说 Pre-Norm 把 Norm 放在子层之后：这把两种结构弄反了（本章作业 3 原题的定义也写反了）。"
+            "Norm 在子层和残差相加之后的是 Post-Norm：x = Norm(x + F(x))；Pre-Norm 是 x + F(Norm(x))，Norm 在子层之前，"
+            "只在分支上。想一想梯度沿残差路径从深层传回浅层时，两种结构里各要经过什么"),
+    Variant("choice_postnorm_no_residual",
+            "你选的选项说 Post-Norm 没有残差连接：它有，x = Norm(x + F(x))，子层的输出先与 x 相加再做 Norm。"
+            "两种结构都有残差，区别在于 Norm 相对残差路径放在哪里"),
+    Variant("choice_fewer_params",
+            "你选的选项说 Pre-Norm 的参数更少：两种结构的参数完全相同（每层一个 Linear、一个 LayerNorm，本作业两个类的"
+            "参数名和形状都一样），只是 Norm 的位置不同，所以参数量解释不了梯度的差别"),
+    # --- PostNormStack / PreNormStack -------------------------------------------------------------------------
+    Variant("pre_post_swapped",
+            f"你的这个类算的是另一种结构：Post-Norm 是 x = {POST}（先相加，再 Norm），Pre-Norm 是 x = {PRE}"
+            "（先 Norm，再进子层，最后加回 x 本身）。两个类是不是写反了，或者复制后忘了改？"),
+    Variant("chapter_definitions",
+            "你的两个类是按本章作业 3 原题的定义写的：原题把 x + F(Norm(x)) 叫作 Post-Norm、把 x + Norm(F(x)) 叫作 "
+            "Pre-Norm，这是原题写错了（本章 3.1、3.3 节和 Deep_PostNorm / Deep_PreNorm 的代码才是对的）。"
+            f"Post-Norm 是 x = {POST}，Pre-Norm 是 x = {PRE}；x + Norm(F(x)) 是第三种结构"),
+    Variant("norm_on_branch",
+            "你的输出与 x = x + norms[i](relu(layers[i](x))) 一致：Norm 放在了分支的出口，这是第三种结构，"
+            f"既不是 Pre-Norm 也不是 Post-Norm。Post-Norm 的 Norm 在相加之后：x = {POST}；"
+            f"Pre-Norm 的 Norm 在子层之前：x = {PRE}"),
+    Variant("residual_dropped",
+            "丢了残差：每层只算了分支，没有把本层的输入 x 加回来（例如 Post-Norm 写成了 norms[i](relu(layers[i](x)))，"
+            f"或 Pre-Norm 写成了 relu(layers[i](norms[i](x)))）。Post-Norm 是 x = {POST}，Pre-Norm 是 x = {PRE}"),
+    Variant("residual_normed",
+            "残差加的是 Norm(x) 而不是 x 本身：h = norms[i](x); x = h + relu(layers[i](h))。Pre-Norm 的 Norm 只在分支上，"
+            f"残差路径是恒等的：x = {PRE}，这正是它梯度稳定的原因"),
+    Variant("relu_after_add",
+            "ReLU 放在了残差相加之后，作用在了整条残差流上（例如 norms[i](relu(x + layers[i](x)))）。ReLU 属于子层分支："
+            f"先算 relu(layers[i](...))，再与 x 相加：Post-Norm 是 x = {POST}，Pre-Norm 是 x = {PRE}"),
+    Variant("relu_missing",
+            f"分支里少了 ReLU：子层是 relu(layers[i](...))（F.relu(layer(...))）。Post-Norm 是 x = {POST}，"
+            f"Pre-Norm 是 x = {PRE}"),
+    Variant("shared_norm",
+            "各层共用了同一个 LayerNorm（例如 [nn.LayerNorm(d_model)] * num_layers 把同一个对象放进 norms "
+            "多次，或只建了一个 self.norm 给所有层用）。每层要各自构造一个，放在名为 norms 的 nn.ModuleList 里："
+            "nn.ModuleList([nn.LayerNorm(d_model) for _ in range(num_layers)])"),
+    Variant("shared_linear",
+            "各层共用了同一个 Linear（例如 [nn.Linear(d_model, d_model)] * num_layers 把同一个对象放进 "
+            "layers 多次）。每层要各自构造一个：nn.ModuleList([nn.Linear(d_model, d_model) for _ in range(num_layers)])"),
+    Variant("linear_no_bias",
+            "layers 里的 Linear 没有偏置（缺少 layers.i.bias，是不是写了 bias=False？）：本作业和本章的 Deep_PostNorm / "
+            "Deep_PreNorm 一样用默认的 nn.Linear(d_model, d_model)，带 bias"),
+    Variant("norm_without_bias",
+            "norms 里的 Norm 没有偏置 β（缺少 norms.i.bias），像是用了 RMSNorm 或 bias=False 的 LayerNorm：本作业用 "
+            "nn.LayerNorm(d_model)（减均值、除以标准差，再乘 weight、加 bias），和本章的 Deep_PostNorm / Deep_PreNorm 一样"),
+    # --- layer_grad_norms ---------------------------------------------------------------------------------------
+    Variant("reversed_order",
+            "顺序反了：第 0 项应该对应 layers[0]（输入侧），最后一项对应最后一层；按 model.layers 的顺序遍历，不要 reversed"),
+    Variant("bias_grad",
+            "返回的是每层 layers[i].bias 的梯度范数：要的是 layers[i].weight.grad 的 L2 范数"),
+    Variant("weight_and_bias",
+            "返回的是每层所有参数（weight 和 bias 合在一起）梯度的范数：只要 layers[i].weight.grad 的 L2 范数"),
+    Variant("weight_not_grad",
+            "返回的是权重本身的范数 layers[i].weight.norm()，不是它的梯度：要的是 layers[i].weight.grad.norm()"),
+    Variant("squared_norm",
+            "返回的是范数的平方（各元素平方和）：L2 范数还要开根号，即 layers[i].weight.grad.norm()"),
+    Variant("sum_loss",
+            "loss 用的是平方误差之和（reduction=\"sum\"）：MSE loss 是对所有元素取平均，即 F.mse_loss(model(x), target) "
+            "的默认写法"),
+    Variant("sum_last_dim",
+            "loss 对最后一维求和、再对其余维取平均：MSE loss 是对所有元素取平均，即 F.mse_loss(model(x), target)"),
+    Variant("no_zero_grad",
+            "第二次调用的结果正好是第一次的 2 倍：旧的梯度没有清掉，.grad 在 backward 时是累加的。"
+            "在 backward 之前先 model.zero_grad()"),
+)
 
 
 # --- inputs ---------------------------------------------------------------------------------------
@@ -58,77 +136,145 @@ def expected_param_shapes(d_model: int, num_layers: int) -> dict:
     return shapes
 
 
-# --- known-wrong variants, to name the mistake when a comparison fails -------------------------------
+# --- the stacks' known-wrong variants --------------------------------------------------------------
 
-# (formula, what the student most likely did); `shared`: every layer uses the last norm's weights, which is what a
-# single LayerNorm put into `norms` several times holds after load_state_dict
-_STACK_VARIANTS = {
-    "post": "Post-Norm：x = norms[i](x + relu(layers[i](x)))",
-    "pre": "Pre-Norm：x = x + relu(layers[i](norms[i](x)))",
-    "third": "第三种变体：x = x + norms[i](relu(layers[i](x)))（Norm 在分支出口，既不是 Pre-Norm 也不是 Post-Norm）",
-    "post_no_residual": "丢了残差：x = norms[i](relu(layers[i](x)))",
-    "pre_no_residual": "丢了残差：x = relu(layers[i](norms[i](x)))",
-    "pre_normed_residual": "残差加的是 Norm(x) 而不是 x 本身：h = norms[i](x); x = h + relu(layers[i](h))",
-    "post_relu_after_add": "ReLU 放在了相加之后：x = norms[i](relu(x + layers[i](x)))",
+RIGHT = {"PostNormStack": "post", "PreNormStack": "pre"}
+OTHER = {"PostNormStack": "PreNormStack", "PreNormStack": "PostNormStack"}
+# formula -> variant, per class (the formulas a student of that class could write for that mistake)
+STACK_FORMULAS = {
+    "PostNormStack": {"pre": "pre_post_swapped", "third": "norm_on_branch", "post_no_residual": "residual_dropped",
+                      "post_relu_after_add": "relu_after_add", "post_no_relu": "relu_missing"},
+    "PreNormStack": {"post": "pre_post_swapped", "third": "norm_on_branch", "pre_no_residual": "residual_dropped",
+                     "pre_normed_residual": "residual_normed", "pre_relu_after_add": "relu_after_add",
+                     "pre_no_relu": "relu_missing"},
 }
+# what the student's other class computes when both follow the chapter's homework 3 (swapped) definitions
+CHAPTER = {"PostNormStack": "pre", "PreNormStack": "third"}
 
 
-def _variant_forward(kind: str, x: torch.Tensor, state: dict, num_layers: int, shared: bool = False) -> torch.Tensor:
+def variant_forward(kind: str, x: torch.Tensor, state: dict, num_layers: int, shared: str | None = None):
+    """A stack of `kind` in float64; `shared` ("norms" or "layers"): every layer uses the last one's weights, which
+    is what one module put into the ModuleList several times holds after load_state_dict."""
+    x = x.double()
     d_model = x.shape[-1]
+    last = num_layers - 1
     for i in range(num_layers):
-        j = num_layers - 1 if shared else i
-        W, b = state[f"layers.{i}.weight"], state[f"layers.{i}.bias"]
-        gamma, beta = state[f"norms.{j}.weight"], state[f"norms.{j}.bias"]
+        j, k = (last if shared == "layers" else i), (last if shared == "norms" else i)
+        W, b = state[f"layers.{j}.weight"].double(), state[f"layers.{j}.bias"].double()
+        gamma, beta = state[f"norms.{k}.weight"].double(), state[f"norms.{k}.bias"].double()
 
         def norm(h):
             return F.layer_norm(h, (d_model,), gamma, beta, 1e-5)
 
-        def branch(h):
-            return F.relu(F.linear(h, W, b))
+        def linear(h):
+            return F.linear(h, W, b)
 
         if kind == "post":
-            x = norm(x + branch(x))
+            x = norm(x + F.relu(linear(x)))
         elif kind == "pre":
-            x = x + branch(norm(x))
+            x = x + F.relu(linear(norm(x)))
         elif kind == "third":
-            x = x + norm(branch(x))
+            x = x + norm(F.relu(linear(x)))
         elif kind == "post_no_residual":
-            x = norm(branch(x))
+            x = norm(F.relu(linear(x)))
         elif kind == "pre_no_residual":
-            x = branch(norm(x))
+            x = F.relu(linear(norm(x)))
         elif kind == "pre_normed_residual":
             h = norm(x)
-            x = h + branch(h)
+            x = h + F.relu(linear(h))
         elif kind == "post_relu_after_add":
-            x = norm(F.relu(x + F.linear(x, W, b)))
+            x = norm(F.relu(x + linear(x)))
+        elif kind == "pre_relu_after_add":
+            x = F.relu(x + linear(norm(x)))
+        elif kind == "post_no_relu":
+            x = norm(x + linear(x))
+        elif kind == "pre_no_relu":
+            x = x + linear(norm(x))
         else:
             raise ValueError(kind)
     return x
 
 
-def diagnose_stack(actual, class_name: str, x: torch.Tensor, state: dict, num_layers: int) -> str | None:
-    """The catalogued structure the student's output matches, if any (None when it matches nothing we know)."""
-    if not isinstance(actual, torch.Tensor) or actual.shape != x.shape or actual.dtype != x.dtype:
+def forward_only(student, class_name: str, d_model: int, num_layers: int, x: torch.Tensor, state: dict):
+    """The student's `class_name` output on `x` with `state` loaded, or None when it cannot give one."""
+    try:
+        run = student.module(class_name, (d_model, num_layers), state_dict=state, dtype=x.dtype, method="forward",
+                             args=(x,))
+    except CheckFailed:
         return None
-    right = "post" if class_name == "PostNormStack" else "pre"
-    tol = 1e-6 if x.dtype == torch.float64 else 1e-4
+    if run.load_error or run.missing_keys or run.unexpected_keys or not isinstance(run.outputs, torch.Tensor):
+        return None
+    return run.outputs
+
+
+def diagnose_stack(student, actual, class_name: str, x: torch.Tensor, state: dict, num_layers: int,
+                   tol) -> Variant | None:
+    """The catalogued structure the student's output matches, if any."""
     with torch.no_grad():
-        for shared in (False, True):
-            for kind, text in _STACK_VARIANTS.items():
-                if kind == right and not shared:
-                    continue
-                candidate = _variant_forward(kind, x, state, num_layers, shared)
-                if torch.allclose(actual, candidate, rtol=tol, atol=tol):
-                    if kind == right:
-                        return ("公式对，但每一层用的都是同一组 LayerNorm 参数：norms 里是不是放了同一个 "
-                                "nn.LayerNorm 对象多次？每层要各自构造一个")
-                    what = f"你的 {class_name} 的输出与这种写法一致——{text}"
-                    if {kind, right} == {"post", "pre"}:
-                        what += "。PostNormStack 和 PreNormStack 写反了？"
-                    if shared:
-                        what += "；而且各层共用了同一个 LayerNorm"
-                    return what
+        for kind, name in STACK_FORMULAS[class_name].items():
+            if same_values(actual, variant_forward(kind, x, state, num_layers), tol):
+                if kind == CHAPTER[class_name]:  # the chapter's definitions, if the other class follows them too
+                    other = OTHER[class_name]
+                    theirs = forward_only(student, other, x.shape[-1], num_layers, x, state)
+                    if theirs is not None and same_values(theirs, variant_forward(CHAPTER[other], x, state, num_layers),
+                                                          tol):
+                        return VARIANTS["chapter_definitions"]
+                return VARIANTS[name]
+        for shared, name in (("norms", "shared_norm"), ("layers", "shared_linear")):
+            if same_values(actual, variant_forward(RIGHT[class_name], x, state, num_layers, shared), tol):
+                return VARIANTS[name]
     return None
+
+
+def keys_variant(shapes: dict, d_model: int, num_layers: int) -> Variant | None:
+    """The catalogued mistake the module's parameter names show, if any (found at weight loading)."""
+    expected = expected_param_shapes(d_model, num_layers)
+    keys = set(shapes)
+    linear = {k for k in expected if k.startswith("layers.")}
+    linear_biases = {f"layers.{i}.bias" for i in range(num_layers)}
+    norm_keys = set(expected) - linear
+    if keys == set(expected) - linear_biases and all(shapes[k] == expected[k] for k in keys):
+        return VARIANTS["linear_no_bias"]
+    if not linear <= keys or any(shapes[k] != expected[k] for k in linear):
+        return None
+    rest = keys - linear
+    per_layer = [[k for k in rest if k.startswith(f"norms.{i}.")] for i in range(num_layers)]
+    if (rest.isdisjoint(norm_keys - {f"norms.{i}.weight" for i in range(num_layers)})
+            and all(len(ks) == 1 and shapes[ks[0]] == [d_model] for ks in per_layer)
+            and sum(len(ks) for ks in per_layer) == len(rest)):
+        return VARIANTS["norm_without_bias"]
+    if not any(k.startswith("norms.") for k in rest) and len(rest) == 2:
+        prefixes = {k.rsplit(".", 1)[0] for k in rest}
+        if len(prefixes) == 1 and "." not in next(iter(prefixes)) \
+                and {k.rsplit(".", 1)[1] for k in rest} == {"weight", "bias"} \
+                and all(shapes[k] == [d_model] for k in rest):
+            return VARIANTS["shared_norm"]
+    return None
+
+
+def localise_stack(student, class_name: str, x: torch.Tensor, state: dict, tol) -> str:
+    """Where the fault is, when the output matches nothing catalogued: one probe with a single layer."""
+    one = {k: v for k, v in state.items() if k.startswith(("layers.0.", "norms.0."))}
+    y = forward_only(student, class_name, x.shape[-1], 1, x, one)
+    if y is None or y.shape != x.shape or not y.dtype.is_floating_point or not torch.isfinite(y).all():
+        return ""
+    y, x64 = y.detach().double(), x.double()
+    right = variant_forward(RIGHT[class_name], x, one, 1)
+    if bool(((y - right).abs() <= tol.atol + tol.rtol * right.abs()).all()):
+        return (f"只有 1 层时你的 {class_name} 输出正确，叠成多层才不对：检查 forward 里的循环——第 i 层用 layers[i] 和 "
+                "norms[i]，输入是上一层的输出，每一层都要执行")
+    if class_name == "PostNormStack":
+        z = (y - one["norms.0.bias"].double()) / one["norms.0.weight"].double()
+        is_norm = bool(z.mean(-1).abs().max() < 1e-4 and (z.std(-1, unbiased=False) - 1).abs().max() < 1e-3)
+        if is_norm:
+            return ("只有 1 层时输出就不对。输出确实是 norms[0](...) 的结果（每一行减去 β、除以 γ 后均值为 0、方差为 1），"
+                    "所以问题在送进 Norm 的东西：应该是 x + relu(layers[0](x))")
+        return ("只有 1 层时输出就不对，而且输出不是 norms[0](...) 的结果（每一行减去 β、除以 γ 后均值不为 0 或方差不为 1）："
+                "Post-Norm 每层的最后一步是 norms[i](...)")
+    if bool(((y - x64) < -1e-6).any()):
+        return ("只有 1 层时输出就不对：y - x 里有负数，而 Pre-Norm 每层是 x 本身加上一个 relu(...) 分支（≥ 0）："
+                "残差原样加回 x，ReLU 是分支的最后一步")
+    return "只有 1 层时输出就不对：问题出在单层的公式里，Pre-Norm 每层是 x = " + PRE
 
 
 def check_stack_module(student, class_name: str, d_model: int, num_layers: int, x: torch.Tensor, state: dict,
@@ -143,9 +289,20 @@ def check_stack_module(student, class_name: str, d_model: int, num_layers: int, 
     try:
         expect_module_matches(run, expected, tol, class_name, outputs=f"{class_name} 的输出")
     except CheckFailed as failure:
-        if failure.diagnosis is None and run.outputs is not None:
-            failure.diagnosis = diagnose_stack(run.outputs, class_name, x, state, num_layers)
+        if run.load_error or run.missing_keys or run.unexpected_keys:
+            raise named(failure, keys_variant(run.param_shapes, d_model, num_layers)) from None
+        if "share_outside" not in failure.details or failure.details.get("forward_correct"):
+            raise  # shape, dtype, NaN, or only the gradients: already localised
+        variant = diagnose_stack(student, run.outputs, class_name, x, state, num_layers, tol)
+        if variant is not None:
+            raise named(failure, variant) from None
+        where = localise_stack(student, class_name, x, state, tol)
+        if where:
+            raise CheckFailed(f"{failure.message}。{where}", dict(failure.details, localised=True)) from None
         raise
+
+
+# --- layer_grad_norms -----------------------------------------------------------------------------
 
 
 class _ProbeNet(nn.Module):
@@ -182,37 +339,82 @@ def as_floats(value):
     return value
 
 
-def diagnose_grad_norms(actual, weight_norms: list[float], bias_norms: list[float], numel: int,
-                        d_model: int) -> str | None:
-    """Which catalogued slip of layer_grad_norms the returned numbers match, if any."""
-    if not isinstance(actual, list) or len(actual) != len(weight_norms):
+def _numbers(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                           and math.isfinite(v) for v in value)
+
+
+def _close(actual: list, candidate: list) -> bool:
+    return len(actual) == len(candidate) and all(math.isclose(a, c, rel_tol=1e-6, abs_tol=1e-12)
+                                                 for a, c in zip(actual, candidate))
+
+
+def grad_truth(weights: dict, weight_grads: list, bias_grads: list, target: torch.Tensor) -> dict:
+    """What the catalogued slips of layer_grad_norms need: the layers' weights and gradients, the loss's shape."""
+    return {"w": [g.norm().item() for g in weight_grads], "b": [g.norm().item() for g in bias_grads],
+            "p": [weights[f"layers.{i}.weight"].norm().item() for i in range(len(weight_grads))],
+            "numel": target.numel(), "d_model": target.shape[-1]}
+
+
+def diagnose_grad_norms(actual, truth: dict) -> Variant | None:
+    """The catalogued slip of layer_grad_norms the returned numbers match, if any."""
+    if not _numbers(actual):
         return None
-    if not all(isinstance(v, float) for v in actual):
-        return None
-    variants = [
-        (weight_norms[::-1], "顺序反了：第 0 项应该对应 layers[0]（输入侧），不是最后一层"),
-        (bias_norms, "返回的是 layers[i].bias 的梯度范数，应该是 layers[i].weight 的"),
-        (bias_norms[::-1], "返回的是 bias 的梯度范数，而且顺序反了"),
-        ([v * numel for v in weight_norms], "loss 用的是平方误差之和（reduction='sum'），应该是 F.mse_loss 默认的平均"),
-        ([v * d_model for v in weight_norms], "loss 只对最后一维求和、再对其余维取平均，应该对所有元素取平均"),
-        ([v * v for v in weight_norms], "返回的是范数的平方，应该是 L2 范数本身"),
-        ([2 * v for v in weight_norms], "结果是正确值的 2 倍：是不是梯度累加了两次（没有先清旧梯度），或 loss 多乘了 2？"),
-    ]
-    for candidate, text in variants:
-        if all(math.isclose(a, e, rel_tol=1e-6) for a, e in zip(actual, candidate)):
-            return text
+    w, b = truth["w"], truth["b"]
+    candidates = {
+        "reversed_order": w[::-1],
+        "bias_grad": b,
+        "weight_and_bias": [math.sqrt(u * u + v * v) for u, v in zip(w, b)],
+        "weight_not_grad": truth["p"],
+        "squared_norm": [v * v for v in w],
+        "sum_loss": [v * truth["numel"] for v in w],
+        "sum_last_dim": [v * truth["d_model"] for v in w],
+    }
+    for name, candidate in candidates.items():
+        if _close(actual, candidate):
+            return VARIANTS[name]
     return None
 
 
+def localise_grad_norms(actual, expected: list) -> str:
+    """Honest localisation when no slip matches: every entry off by one common factor is a scaling of the loss."""
+    if not _numbers(actual) or len(actual) != len(expected) or not all(e > 0 for e in expected):
+        return ""
+    ratios = [a / e for a, e in zip(actual, expected)]
+    if all(math.isclose(r, ratios[0], rel_tol=1e-6) for r in ratios) and not math.isclose(ratios[0], 1, rel_tol=1e-6):
+        return ("每一项都是正确值的同一个倍数：各层之间的相对大小是对的，整体缩放不对——检查 loss 的写法"
+                "（MSE loss 对所有元素取平均）和范数的算法")
+    return ""
+
+
+def check_grad_norms(actual, expected: list, truth: dict, what: str):
+    """`actual` (already as_floats) equals `expected`; else the slip it matches, or where it goes wrong."""
+    try:
+        expect_numbers(actual, expected, what, rel=GRAD_REL)
+    except CheckFailed as failure:
+        variant = diagnose_grad_norms(actual, truth)
+        if variant is not None:
+            raise named(failure, variant) from None
+        where = localise_grad_norms(actual, expected)
+        if where:
+            raise CheckFailed(f"{failure.message}。{where}", dict(failure.details, localised=True)) from None
+        raise
+
+
 def reference_grad_norms(state, d_model, num_layers, x, target):
+    """The right answer on the probe net, and what the slips need."""
     net = _ProbeNet(d_model, num_layers).to(x.dtype)
     net.load_state_dict(state)
     weights = ref.layer_grad_norms(net, x, target)
-    biases = [layer.bias.grad.norm().item() for layer in net.layers]
-    return weights, biases
+    truth = grad_truth(state, [layer.weight.grad for layer in net.layers], [layer.bias.grad for layer in net.layers],
+                       target)
+    return weights, truth
 
 
 # --- gradient_flow_choice -------------------------------------------------------------------------
+
+# index into CHOICE_OPTIONS -> the misconception of that option
+CHOICE_VARIANTS = {0: "choice_norm_after_sublayer", 2: "choice_postnorm_no_residual", 3: "choice_fewer_params"}
 
 
 @check("gradient_flow_choice", points=2)
@@ -228,9 +430,11 @@ def test_choice_letter(student, student_id):
                 {"format": "letter with case or padding"})
         raise CheckFailed(f"`answer` 应该是 \"A\"、\"B\"、\"C\"、\"D\" 中的一个大写字母，你的是 {answer[:20]!r}",
                           {"format": "not a letter"})
-    expect_true(answer == student_answers("gradient_flow", student_id)["answer"],
-                f"你选的 {answer} 不是最准确的解释。注意选项顺序由学号决定，评分按学号 {student_id} 的顺序核对"
-                "（在自己电脑上做题时，STUDENT_ID 要填你自己的学号）")
+    if answer != student_answers("gradient_flow", student_id)["answer"]:
+        failure = CheckFailed(f"你选的 {answer} 不是最准确的解释。注意选项顺序由学号决定，评分按学号 {student_id} 的顺序核对"
+                              "（在自己电脑上做题时，STUDENT_ID 要填你自己的学号）")
+        chosen = ref.CHOICE_OPTIONS.index(ref.choice_options(student_id)[answer])
+        raise named(failure, VARIANTS.get(CHOICE_VARIANTS.get(chosen, "")))
 
 
 # --- norm_stacks ----------------------------------------------------------------------------------
@@ -244,9 +448,11 @@ def test_stacks_parameter_names(student):
         run = student.module(class_name, (12, 3))
         shapes = run.param_shapes
         extra, missing = sorted(set(shapes) - set(expected)), sorted(set(expected) - set(shapes))
-        expect_true(not extra and not missing,
-                    f"{class_name}(12, 3) 的参数名不符合约定：多出 {extra[:6]}，缺少 {missing[:6]}",
-                    {"class": class_name, "extra": extra, "missing": missing})
+        if extra or missing:
+            parts = ([f"多出 {extra[:6]}"] if extra else []) + ([f"缺少 {missing[:6]}"] if missing else [])
+            raise named(CheckFailed(f"{class_name}(12, 3) 的参数名不符合约定：{'，'.join(parts)}",
+                                    {"class": class_name, "extra": extra, "missing": missing}),
+                        keys_variant(shapes, 12, 3))
         wrong = sorted(k for k in expected if shapes[k] != expected[k])
         expect_true(not wrong, f"{class_name}(12, 3) 里这些参数的形状不对：{wrong[:6]}（应该是 nn.Linear(d_model, d_model) "
                     "和 nn.LayerNorm(d_model)）", {"class": class_name, "wrong_shapes": wrong})
@@ -261,7 +467,10 @@ def test_stacks_layers_are_independent(student, rng):
         if run.load_error:
             raise CheckFailed(f"无法把权重加载进你的 `{class_name}`：{run.load_error[:200]}")
         missing = sorted(k for k in state if k not in (run.state or {}))
-        expect_true(not missing, f"{class_name} 缺少约定的参数 {missing[:6]}", {"class": class_name, "missing": missing})
+        if missing:
+            raise named(CheckFailed(f"{class_name} 缺少约定的参数 {missing[:6]}", {"class": class_name,
+                                                                            "missing": missing}),
+                        keys_variant(run.param_shapes, 10, 4))
         for name, loaded in state.items():
             got = run.state[name]
             if got.shape == loaded.shape and torch.equal(got.to(loaded.dtype), loaded):
@@ -270,10 +479,10 @@ def test_stacks_layers_are_independent(student, rng):
             twin = next((other for other in range(4) if other != int(index)
                          and torch.equal(got.to(loaded.dtype), state[f"{kind}.{other}.{name.split('.')[-1]}"])), None)
             if twin is not None:
-                raise CheckFailed(
-                    f"{class_name}：加载权重后 {kind}.{index} 的参数变成了 {kind}.{twin} 的：{kind} 里放的是同一个对象"
-                    f"（例如 [nn.LayerNorm(d_model)] * num_layers），每一层要各自构造一个",
-                    {"class": class_name, "parameter": name, "same_as": f"{kind}.{twin}"})
+                raise named(CheckFailed(
+                    f"{class_name}：加载权重后 {kind}.{index} 的参数变成了 {kind}.{twin} 的：{kind} 里的第 {index} 项和"
+                    f"第 {twin} 项是同一个对象", {"class": class_name, "parameter": name, "same_as": f"{kind}.{twin}"}),
+                    VARIANTS["shared_norm" if kind == "norms" else "shared_linear"])
             raise CheckFailed(f"{class_name}：加载权重后参数 `{name}` 不是加载进去的值", {"class": class_name,
                                                                                        "parameter": name})
 
@@ -318,13 +527,9 @@ def test_grad_norms_match_reference(student, rng):
     state = probe_net_weights(rng, d_model, num_layers)
     x = torch.randn(4, 3, d_model, generator=rng, dtype=torch.float64)
     target = torch.randn(4, 3, d_model, generator=rng, dtype=torch.float64)
-    weights, biases = reference_grad_norms(state, d_model, num_layers, x, target)
+    weights, truth = reference_grad_norms(state, d_model, num_layers, x, target)
     actual = as_floats(student.call("layer_grad_norms", probe_net_arg(state, d_model, num_layers), x, target))
-    try:
-        expect_numbers(actual, weights, "layer_grad_norms 的返回值", rel=GRAD_REL)
-    except CheckFailed as failure:
-        failure.diagnosis = diagnose_grad_norms(actual, weights, biases, target.numel(), d_model)
-        raise
+    check_grad_norms(actual, weights, truth, "layer_grad_norms 的返回值")
 
 
 @check("layer_grad_norms", points=0.5)
@@ -334,14 +539,17 @@ def test_grad_norms_clears_old_gradients(student, rng):
     state = probe_net_weights(rng, d_model, num_layers)
     x = torch.randn(5, d_model, generator=rng, dtype=torch.float64)
     target = torch.randn(5, d_model, generator=rng, dtype=torch.float64)
-    weights, _ = reference_grad_norms(state, d_model, num_layers, x, target)
+    weights, truth = reference_grad_norms(state, d_model, num_layers, x, target)
     first, second = student.call_repeatedly(2, "layer_grad_norms", probe_net_arg(state, d_model, num_layers), x, target)
-    expect_numbers(as_floats(first), weights, "第一次调用的返回值", rel=GRAD_REL)
+    check_grad_norms(as_floats(first), weights, truth, "第一次调用的返回值")
+    second = as_floats(second)
     try:
-        expect_numbers(as_floats(second), weights, "同一个模型上第二次调用的返回值", rel=GRAD_REL)
+        expect_numbers(second, weights, "同一个模型上第二次调用的返回值", rel=GRAD_REL)
     except CheckFailed as failure:
-        raise CheckFailed("同一个模型上第二次调用的结果不对：旧的梯度没有清掉，反向传播把梯度累加了"
-                          "（先 model.zero_grad()）", failure.details) from None
+        message = f"第一次调用的结果正确，同一个模型上第二次调用却不对：{failure.message}"
+        if _numbers(second) and _close(second, [2 * v for v in weights]):
+            raise named(CheckFailed(message, failure.details), VARIANTS["no_zero_grad"]) from None
+        raise CheckFailed(f"{message}。上一次调用在模型上留下了影响结果的状态", failure.details) from None
 
 
 @check("layer_grad_norms", points=1)
@@ -372,18 +580,19 @@ def test_grad_norms_on_own_stacks(student, rng):
         # the student's own module, the student's own forward: only layer_grad_norms is judged here
         run = student.module(class_name, (d_model, num_layers), state_dict=state, dtype=torch.float64,
                              method="forward", args=(x,))
-        usable = (not run.load_error and isinstance(run.outputs, torch.Tensor) and run.outputs.shape == target.shape
+        usable = (not run.load_error and not run.missing_keys and not run.unexpected_keys
+                  and isinstance(run.outputs, torch.Tensor) and run.outputs.shape == target.shape
                   and run.outputs.dtype == torch.float64)
-        expect_true(usable, f"这一项在你自己的 {class_name} 上检查 layer_grad_norms，但你的 {class_name} 加载权重后"
-                    "不能对 [2, 4, 8] 的 float64 输入给出同形状的输出：请先完成第 2 部分")
+        expect_true(usable, f"这一项在你自己的 {class_name} 上检查 layer_grad_norms，但你的 {class_name} 不能按约定的参数名"
+                    "加载权重、对 [2, 4, 8] 的 float64 输入给出同形状的输出：请先完成第 2 部分")
         grad = 2 * (run.outputs - target) / target.numel()  # d mse_loss / d output
         run = student.module(class_name, (d_model, num_layers), state_dict=state, dtype=torch.float64,
                              method="forward", args=(x,), grad_outputs=[grad])
-        own = [run.param_grads.get(f"layers.{i}.weight") for i in range(num_layers)]
+        own = [run.param_grads.get(f"layers.{i}.{p}") for i in range(num_layers) for p in ("weight", "bias")]
         expect_true(all(isinstance(g, torch.Tensor) for g in own),
-                    f"你的 {class_name} 的 layers.i.weight 没有全部得到梯度：请先完成第 2 部分")
-        expected = [g.norm().item() for g in own]
+                    f"你的 {class_name} 的 layers.i.weight 和 layers.i.bias 没有全部得到梯度：请先完成第 2 部分")
+        truth = grad_truth(state, own[0::2], own[1::2], target)
         actual = as_floats(student.call("layer_grad_norms", module_arg(class_name, d_model, num_layers,
                                                                        state_dict=state, dtype=torch.float64),
                                         x, target))
-        expect_numbers(actual, expected, f"layer_grad_norms(你的 {class_name}, x, target)", rel=GRAD_REL)
+        check_grad_norms(actual, truth["w"], truth, f"layer_grad_norms(你的 {class_name}, x, target)")

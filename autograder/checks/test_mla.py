@@ -6,10 +6,17 @@ attention is far from uniform; d_model = 48, num_heads = 4 (d_head = 12, sqrt(d_
 d_latent = 20 != d_head; seq_len = 7 != num_heads. The mask check uses a random non-causal additive mask
 with finite non-zero entries and some -inf (never a whole row), so a mask that is ignored, multiplied, or
 read as a boolean gives a different output. Cache sizes use d_rope > 0, bytes_per_element = 4, several
-layers, and batch, seq_len >= 2.
+layers (never 4: a forgotten num_layers would then equal a forgotten bytes_per_element), and batch,
+seq_len >= 2.
 
-When a comparison fails, the same inputs and weights go through known-wrong variants (written here,
-grader side only); a match names the mistake in the message and in `diagnosis`.
+Diagnosis (autograder.diagnosis): when a comparison fails, the same inputs and weights go through the
+known-wrong variants of VARIANTS (written here, grader side only); a variant that matches, alone, is
+named. Unexpected parameter names are named from the keys (bias=True, MHA's W_k / W_v kept). A typed
+number is compared with what each catalogued slip gives; when two slips give the same number (e.g. twice
+the MLA cache: FP32, or the latent counted for K and V), the student's other answers decide (a unit slip
+shows in every answer), else nothing is named. When nothing matches, the fault is localised where it is
+cheap: under the causal mask, one extra probe tells whether an earlier output changes with the last token;
+under the additive mask, whether the mask changes the output at all.
 """
 
 import math
@@ -18,8 +25,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import (causal_mask, same_values, F32_ATTN, F64, CheckFailed, check, expect_close, expect_int, expect_module_matches,
-                               expect_true, expect_weights_loaded, module_arg, run_reference)
+from autograder.checks import (F32_ATTN, F64, CheckFailed, causal_mask, check, expect_close, expect_int,
+                               expect_module_matches, expect_true, expect_weights_loaded, module_arg, run_reference,
+                               same_values)
+from autograder.diagnosis import Variant, catalogue, named
 from solutions import mla as ref
 from solutions.student_params import student_answers, student_params
 
@@ -34,85 +43,132 @@ PARAM_SHAPES = {
     "W_v_up.weight": [D_MODEL, D_LATENT],
     "W_o.weight": [D_MODEL, D_MODEL],
 }
+PINNED_LINEARS = ("W_q", "W_kv_down", "W_k_up", "W_v_up", "W_o")
 
-# --- diagnosis: the catalogued mistakes ------------------------------------------------------------
+# --- the catalogue of mistakes ---------------------------------------------------------------------
 
-HINTS = {
-    # the module (and the same slips in the absorbed path)
-    "no_scale": "结果与「分数没有除以 √d_head」一致：缩放是 1/√d_head",
-    "sqrt_d_model": "结果与「分数除以 √d_model」一致：缩放应该是 1/√d_head（d_head = d_model // num_heads）",
-    "mask_ignored": "结果与「没有使用 mask」一致：是否忽略了 mask 参数？",
-    "mask_multiplied": "结果与「mask 乘到分数上」一致：mask 是加性的，应该加到缩放后的分数上",
-    "mask_as_boolean": "结果与「只用了 mask 里 -inf 的位置（当成布尔掩码），忽略了其余的有限值」一致："
-                       "mask 是加性的，整个加到缩放后的分数上",
-    "softmax_wrong_dim": "结果与「softmax 沿查询维（倒数第二维）做」一致：应沿最后一维（key 的位置）做 softmax",
-    "w_k_up_for_v": "结果与「V 也用 W_k_up 从 latent 解压」一致：V 应该用 W_v_up",
-    "w_v_up_for_k": "结果与「K 用 W_v_up 从 latent 解压」一致：K 应该用 W_k_up",
-    "no_transpose_out": "结果与「合并头时没有先 transpose 就 reshape」一致：应先把 [B, H, S, d_head] 转成 "
-                        "[B, S, H, d_head] 再合并成 [B, S, d_model]",
-    "q_reshaped_not_transposed": "结果与「把 Q 直接 view/reshape 成 [B, H, S, d_head]」一致：应先 view 成 "
-                                 "[B, S, H, d_head] 再 transpose(1, 2)",
-    "absorbed_wrong_split": "结果与「把 W_k_up.weight 转置后再按头切开」一致：W_k_up.weight 的形状是 "
-                            "[d_model, d_latent]，直接 view 成 [H, d_head, d_latent]",
+VARIANTS = catalogue(
+    # the attention itself (module forward, and the same slips in the absorbed path of the bonus)
+    Variant("no_scale", "结果与「注意力分数没有除以 √d_head」一致：缩放是 1/√d_head（d_head = d_model // num_heads），"
+                        "加 mask 和 softmax 之前先缩放"),
+    Variant("scale_d_model", "结果与「分数除以 √d_model」一致：每个头的点积只有 d_head 维，缩放应该是 1/√d_head"
+                             "（d_head = d_model // num_heads）"),
+    Variant("mask_ignored", "结果与「没有使用 mask」一致：传入了 mask 时，要把它加到缩放后的分数上再做 softmax"),
+    Variant("mask_multiplied", "结果与「把 mask 乘到分数上」一致：mask 是加性的（允许处为 0，屏蔽处为 -inf），"
+                               "应该加到缩放后的分数上，而不是相乘"),
+    Variant("mask_as_boolean", "结果与「只用了 mask 里 -inf 的位置（当成布尔掩码，masked_fill），忽略了其余的有限值」"
+                               "一致：mask 是加性的浮点掩码，要整个加到缩放后的分数上"),
+    Variant("softmax_wrong_dim", "结果与「softmax 沿查询维（倒数第二维）做」一致：每个查询对所有 key 的权重之和为 1，"
+                                 "应沿最后一维（key 的位置）做 softmax"),
+    Variant("w_k_up_for_v", "结果与「V 也用 W_k_up 从 latent 解压」一致：K = W_k_up(c_kv)，V = W_v_up(c_kv)，"
+                            "两个上投影各管一个"),
+    Variant("w_v_up_for_k", "结果与「K 用 W_v_up 从 latent 解压」一致：K = W_k_up(c_kv)，V = W_v_up(c_kv)，"
+                            "两个上投影各管一个"),
+    Variant("view_without_transpose", "结果与「把 [B, S, d_model] 直接 view/reshape 成 [B, H, S, d_head]」一致："
+                                      "这样会把不同 token 的向量拆进同一个头。应先 view 成 [B, S, H, d_head]，"
+                                      "再 transpose(1, 2)"),
+    Variant("merge_heads_without_transpose", "结果与「合并头时没有先 transpose 就 reshape」一致：注意力的结果是 "
+                                             "[B, H, S, d_head]，应先 transpose(1, 2) 成 [B, S, H, d_head]，"
+                                             "再 reshape 成 [B, S, d_model]"),
+    Variant("no_output_projection", "结果与「合并头之后没有经过 W_o」一致：多头的结果拼回 [B, S, d_model] 后，"
+                                    "还要再乘输出投影 W_o"),
+    # the parameters (found at weight loading, from the keys)
+    Variant("linear_bias", "你的模块里有 bias 参数：约定的五个投影都是 nn.Linear(..., bias=False)，只有 weight"),
+    Variant("kept_w_k_w_v", "你的模块里有 MHA 的 W_k / W_v：MLA 中 K、V 由 latent 经 W_k_up、W_v_up 解压得到，"
+                            "这两个上投影取代了 W_k、W_v，而不是加在它们旁边"),
     # the cache returned by forward
-    "cache_returns_k": "返回的第 2 个值是 K（W_k_up 解压后的结果）：要缓存、要返回的是 latent c_kv = W_kv_down(x) 本身",
-    "cache_returns_v": "返回的第 2 个值是 V（W_v_up 解压后的结果）：要缓存、要返回的是 latent c_kv = W_kv_down(x) 本身",
-    # byte counts
-    "latent_for_k_and_v": "你的结果正好是正确答案的 2 倍：是否把 latent 按 K、V 各算了一份？一个 c_kv 同时服务 K 和 V",
-    "rope_key_forgotten": "你的结果与「没有算解耦 RoPE key」一致：每个 token 缓存 d_latent + d_rope 个元素",
-    "latent_per_head": "你的结果正好是正确答案的 num_heads 倍：latent 是所有头共用的，不乘头数",
-    "cached_k_and_v": "你的 mla_bytes 等于 MHA 的 KV Cache：MLA 缓存的是 latent，不是解压后的 K 和 V",
-    "bits_not_bytes": "你的结果正好是正确答案的 8 倍：是否算成了比特（bit）？要的是字节",
-    "mib_not_bytes": "你的结果像是换算成了 MiB（除以 1024²）：要的是字节数",
-    "mb_not_bytes": "你的结果像是换算成了 MB（除以 10⁶）：要的是字节数",
-    "ignores_num_layers": "你的结果与 num_layers 无关：整个模型的缓存是一层的 num_layers 倍",
-    "ignores_bytes_per_element": "你的结果没有用传入的 bytes_per_element（总是按 2 字节算）",
-    "k_only": "你的结果正好是正确答案的一半：是否只算了 K，漏了 V（因子 2）？",
-    "fp32_bytes": "你的结果正好是正确答案的 2 倍：是否按 FP32（4 字节）算了？本题是 FP16，每个元素 2 字节",
-    "q_heads_for_kv": "GQA 的 KV Cache 应该用 num_kv_heads 个 KV 头，而不是 num_heads",
+    Variant("cache_returns_k", "返回的第 2 个值是 K（W_k_up 解压后的结果）：要缓存、要返回的是 latent "
+                               "c_kv = W_kv_down(x) 本身，形状 [B, S, d_latent]"),
+    Variant("cache_returns_v", "返回的第 2 个值是 V（W_v_up 解压后的结果）：要缓存、要返回的是 latent "
+                               "c_kv = W_kv_down(x) 本身，形状 [B, S, d_latent]"),
+    # the bonus only
+    Variant("absorbed_wrong_split", "结果与「把 W_k_up.weight（或 W_v_up.weight）转置后再按头切开」一致："
+                                    "weight 的形状是 [d_model, d_latent]，第 h 个头用的是第 h·d_head 到 "
+                                    "(h+1)·d_head 行，直接 view 成 [H, d_head, d_latent]"),
+    Variant("absorbed_scale_d_latent", "结果与「吸收后的分数除以 √d_latent」一致：吸收 W_k_up 不改变分数的值，"
+                                       "它仍是每个头 d_head 维的 q·k，缩放仍是 1/√d_head"),
+    Variant("absorbed_materialises_kv", "调用 W_k_up / W_v_up（包括直接调用 mla(x)）就构造了完整的 K 或 V："
+                                        "挑战题要求只用它们的 .weight，把 W_k_up 吸收进查询、"
+                                        "把 W_v_up 放到对 c_kv 加权求和之后"),
+    # byte counts (mla_cache_bytes and the hand answers)
+    Variant("latent_for_k_and_v", "结果与「latent 按 K、V 各算了一份（多乘了 2）」一致：一个 c_kv 同时服务 K 和 V，"
+                                  "每个 token 只缓存一份"),
+    Variant("rope_key_forgotten", "结果与「没有算解耦的 RoPE key」一致：每个 token 缓存 d_latent + d_rope 个元素"),
+    Variant("latent_per_head", "结果与「每个头各缓存一份 latent（乘了 num_heads）」一致：latent 是所有头共用的，"
+                               "不乘头数"),
+    Variant("cached_k_and_v", "你的 mla_bytes 等于 MHA 的 KV Cache：MLA 缓存的是 latent（和 RoPE key），"
+                              "不是解压后的 K 和 V"),
+    Variant("k_only", "结果与「只算了 K，漏了 V」一致：KV Cache 要同时存 K 和 V，有因子 2"),
+    Variant("q_heads_for_kv", "结果与「GQA 用 num_heads 个 KV 头」一致：GQA 只缓存 num_kv_heads 个 KV 头"),
+    Variant("fp32_bytes", "结果与「按 FP32（每个元素 4 字节）计算」一致：本题按 FP16，每个元素 2 字节"),
+    Variant("bits_not_bytes", "结果与「算成了比特（bit）」一致：要的是字节数，FP16 每个元素 2 字节（不是 16 bit）"),
+    Variant("elements_not_bytes", "结果与「只数了元素个数，没有乘每个元素的字节数」一致：字节数 = 元素个数 × "
+                                  "bytes_per_element（FP16 是 2）"),
+    Variant("mib_not_bytes", "结果与「换算成了 MiB（除以 1024²）」一致：要的是字节数，不要换算单位"),
+    Variant("mb_not_bytes", "结果与「换算成了 MB（除以 10⁶）」一致：要的是字节数，不要换算单位"),
+    Variant("ignores_num_layers", "结果与「没有乘 num_layers」一致：整个模型的缓存是一层的 num_layers 倍"),
+    Variant("ignores_bytes_per_element", "结果与「总是按每个元素 2 字节算，没有用传入的 bytes_per_element」一致"),
+)
+
+UNIT_SLIPS = ("fp32_bytes", "bits_not_bytes", "elements_not_bytes", "mib_not_bytes", "mb_not_bytes")
+
+# --- the attention with catalogued mistakes ---------------------------------------------------------
+
+# each variant's known-wrong code paths (keyword arguments of attention_variant)
+ATTENTION_PATHS = {
+    "no_scale": [{"scale": "none"}],
+    "scale_d_model": [{"scale": "d_model"}],
+    "mask_ignored": [{"mask_mode": "ignore"}],
+    "mask_multiplied": [{"mask_mode": "multiply"}],
+    "mask_as_boolean": [{"mask_mode": "boolean"}],
+    "softmax_wrong_dim": [{"softmax_dim": -2}],
+    "w_k_up_for_v": [{"v_from": "W_k_up.weight"}],
+    "w_v_up_for_k": [{"k_from": "W_v_up.weight"}],
+    "view_without_transpose": [{"direct_q": True, "direct_kv": True}, {"direct_q": True, "direct_kv": True,
+                                                                       "direct_merge": True},
+                               {"direct_q": True}, {"direct_q": True, "direct_merge": True}],
+    "merge_heads_without_transpose": [{"direct_merge": True}],
+    "no_output_projection": [{"output_projection": False}],
+    "absorbed_wrong_split": [{"split_k_transposed": True}, {"split_v_transposed": True},
+                             {"split_k_transposed": True, "split_v_transposed": True}],
+    "absorbed_scale_d_latent": [{"scale": "d_latent"}],
 }
-
-MODULE_VARIANTS = ("no_scale", "sqrt_d_model", "mask_ignored", "mask_multiplied", "mask_as_boolean",
-                   "softmax_wrong_dim", "w_k_up_for_v", "w_v_up_for_k", "no_transpose_out",
-                   "q_reshaped_not_transposed")
-ABSORBED_VARIANTS = ("no_scale", "sqrt_d_model", "mask_ignored", "mask_multiplied", "mask_as_boolean",
-                     "softmax_wrong_dim", "w_k_up_for_v", "w_v_up_for_k", "absorbed_wrong_split")
+MODULE_VARIANTS = ("no_scale", "scale_d_model", "mask_ignored", "mask_multiplied", "mask_as_boolean",
+                   "softmax_wrong_dim", "w_k_up_for_v", "w_v_up_for_k", "view_without_transpose",
+                   "merge_heads_without_transpose", "no_output_projection")
+ABSORBED_VARIANTS = MODULE_VARIANTS + ("absorbed_wrong_split", "absorbed_scale_d_latent")
 
 
-def mla_variant(weights: dict, x, mask, num_heads: int, variant: str | None = None) -> torch.Tensor:
-    """The out of MultiHeadLatentAttention's forward with one catalogued mistake (weights by the pinned names)."""
+def attention_variant(weights: dict, x, mask, num_heads: int, scale="d_head", mask_mode="add", softmax_dim=-1,
+                      k_from="W_k_up.weight", v_from="W_v_up.weight", split_k_transposed=False,
+                      split_v_transposed=False, direct_q=False, direct_kv=False, direct_merge=False,
+                      output_projection=True):
+    """The out of MultiHeadLatentAttention's forward, down a known-wrong path (weights by the pinned names)."""
     B, S, d_model = x.shape
     H, d_head = num_heads, d_model // num_heads
-    w_k, w_v = weights["W_k_up.weight"], weights["W_v_up.weight"]
-    if variant == "w_k_up_for_v":
-        w_v = w_k
-    elif variant == "w_v_up_for_k":
-        w_k = w_v
-    elif variant == "absorbed_wrong_split":
+    w_k, w_v = weights[k_from], weights[v_from]
+    if split_k_transposed:  # [d_latent, d_model] cut into heads as if it were [d_model, d_latent]
         w_k = w_k.t().reshape(w_k.shape)
+    if split_v_transposed:
+        w_v = w_v.t().reshape(w_v.shape)
     c = x @ weights["W_kv_down.weight"].T
-    q = x @ weights["W_q.weight"].T
-    if variant == "q_reshaped_not_transposed":
-        q = q.reshape(B, H, S, d_head)
-    else:
-        q = q.view(B, S, H, d_head).transpose(1, 2)
-    k = (c @ w_k.T).view(B, S, H, d_head).transpose(1, 2)
-    v = (c @ w_v.T).view(B, S, H, d_head).transpose(1, 2)
-    scale = {"no_scale": 1.0, "sqrt_d_model": 1 / math.sqrt(d_model)}.get(variant, 1 / math.sqrt(d_head))
-    scores = q @ k.transpose(-2, -1) * scale
-    if mask is not None and variant != "mask_ignored":
-        if variant == "mask_multiplied":
+
+    def heads(t, direct):
+        return t.reshape(B, H, S, d_head) if direct else t.view(B, S, H, d_head).transpose(1, 2)
+
+    q, k, v = heads(x @ weights["W_q.weight"].T, direct_q), heads(c @ w_k.T, direct_kv), heads(c @ w_v.T, direct_kv)
+    divisor = {"none": 1.0, "d_model": math.sqrt(d_model), "d_latent": math.sqrt(c.shape[-1])}
+    scores = q @ k.transpose(-2, -1) / divisor.get(scale, math.sqrt(d_head))
+    if mask is not None and mask_mode != "ignore":
+        if mask_mode == "multiply":
             scores = scores * mask
-        elif variant == "mask_as_boolean":
+        elif mask_mode == "boolean":
             scores = scores.masked_fill(torch.isinf(mask), float("-inf"))
         else:
             scores = scores + mask
-    out = F.softmax(scores, dim=-2 if variant == "softmax_wrong_dim" else -1) @ v
-    if variant == "no_transpose_out":
-        out = out.reshape(B, S, d_model)
-    else:
-        out = out.transpose(1, 2).reshape(B, S, d_model)
-    return out @ weights["W_o.weight"].T
+    out = F.softmax(scores, dim=softmax_dim) @ v
+    out = out.reshape(B, S, d_model) if direct_merge else out.transpose(1, 2).reshape(B, S, d_model)
+    return out @ weights["W_o.weight"].T if output_projection else out
 
 
 def cache_variants(weights: dict, x, num_heads: int) -> dict:
@@ -126,51 +182,103 @@ def cache_variants(weights: dict, x, num_heads: int) -> dict:
     return found
 
 
-def diagnosed(failure: CheckFailed, name: str | None) -> CheckFailed:
-    if name is None:
-        return failure
-    return CheckFailed(f"{failure.message}。{HINTS[name]}", failure.details, diagnosis=name)
+def only(names: list[str]) -> str | None:
+    """The one variant that matched, or None when none or several did (nothing is named on a guess)."""
+    return names[0] if len(set(names)) == 1 else None
 
 
 def out_diagnosis(actual, expected, weights, x, mask, num_heads, tol, names) -> str | None:
-    """The first catalogued variant whose out `actual` matches (and the reference does not)."""
+    """The catalogued variant whose out `actual` matches (and the reference's does not)."""
     if not isinstance(actual, torch.Tensor):
         return None
     weights = {k: v.double() for k, v in weights.items()}
+    mask = None if mask is None else mask.double()
+    matches = []
     with torch.no_grad():
         for name in names:
             if mask is None and name.startswith("mask_"):
                 continue
-            value = mla_variant(weights, x.double(), None if mask is None else mask.double(), num_heads, name)
-            if not same_values(expected, value, tol) and same_values(actual, value, tol):
-                return name
-    return None
+            for path in ATTENTION_PATHS[name]:
+                value = attention_variant(weights, x.double(), mask, num_heads, **path)
+                if not same_values(expected, value, tol) and same_values(actual, value, tol):
+                    matches.append(name)
+                    break
+    return only(matches)
 
 
 def module_diagnosis(outputs, expected: tuple, weights, x, mask, num_heads, tol) -> str | None:
     if not isinstance(outputs, (tuple, list)) or len(outputs) != 2:
         return None
-    name = out_diagnosis(outputs[0], expected[0], weights, x, mask, num_heads, tol, MODULE_VARIANTS)
-    if name is not None:
-        return name
+    if not same_values(outputs[0], expected[0], tol):
+        return out_diagnosis(outputs[0], expected[0], weights, x, mask, num_heads, tol, MODULE_VARIANTS)
     with torch.no_grad():
-        for name, candidates in cache_variants({k: v.double() for k, v in weights.items()}, x.double(),
-                                               num_heads).items():
-            if any(same_values(outputs[1], value, tol) for value in candidates):
-                return name
+        found = cache_variants({k: v.double() for k, v in weights.items()}, x.double(), num_heads)
+    return only([name for name, candidates in found.items()
+                 if any(same_values(outputs[1], value, tol) for value in candidates)])
+
+
+def keys_diagnosis(extra: set, absent: set) -> str | None:
+    """A mistake named from the parameter names: `extra` ones the module has, pinned ones it lacks (`absent`)."""
+    if not extra:
+        return None
+    if not absent and all(k.endswith(".bias") and k.removesuffix(".bias") in PINNED_LINEARS for k in extra):
+        return "linear_bias"
+    if all(k.split(".")[0] in ("W_k", "W_v") for k in extra) and absent <= {"W_k_up.weight", "W_v_up.weight"}:
+        return "kept_w_k_w_v"
     return None
 
 
-def expect_int_diagnosed(actual, expected: int, what: str, slips: dict):
-    """An integer answer; on failure, name the catalogued slip that gives the student's number."""
+def expect_loaded(run):
+    """The pinned weights load into the student's module by name; a mismatch is named from the keys."""
     try:
-        expect_int(actual, expected, what)
+        expect_weights_loaded(run, CLASS)
     except CheckFailed as failure:
-        match = None
-        if isinstance(actual, (int, float)) and not isinstance(actual, bool) and math.isfinite(actual):
-            match = next((name for name, value in slips.items()
-                          if value != expected and abs(actual - value) <= 5e-4 * max(abs(value), 1e-12)), None)
-        raise diagnosed(failure, match) from None
+        name = None if run.load_error else keys_diagnosis(set(run.missing_keys), set(run.unexpected_keys))
+        raise named(failure, VARIANTS.get(name)) from None
+
+
+# --- localising what no variant explains --------------------------------------------------------------
+
+
+def first_out(outputs):
+    """The out the student's forward returned (the first of two values), or None."""
+    if isinstance(outputs, (tuple, list)) and len(outputs) == 2:
+        outputs = outputs[0]
+    return outputs if isinstance(outputs, torch.Tensor) else None
+
+
+def with_causality(failure: CheckFailed, out, expected, x, rerun) -> CheckFailed:
+    """Under the causal mask, an out that no variant explains: does an earlier output move with the last token?
+
+    One extra probe, `rerun(x2)` (the student's out for x2 = x with its last token replaced)."""
+    if out is None or out.shape != expected.shape or not torch.isfinite(out).all():
+        return failure
+    x2 = x.clone()
+    x2[:, -1] = torch.randn(x.shape[0], x.shape[-1], generator=torch.Generator().manual_seed(7), dtype=x.dtype)
+    try:
+        out2 = rerun(x2)
+    except CheckFailed:
+        return failure
+    if not isinstance(out2, torch.Tensor) or out2.shape != out.shape:
+        return failure
+    leaks = not torch.allclose(out2[:, :-1].double(), out[:, :-1].double(), rtol=1e-8, atol=1e-8)
+    if leaks:
+        note = ("另外，改变最后一个 token 后，前面位置的输出也跟着变了：因果掩码下未来的信息泄漏到了前面"
+                "（检查 mask 是否在 softmax 之前加到了分数上、softmax 是否沿最后一维、拆分和合并头时是否先 transpose）")
+    else:
+        note = ("改变最后一个 token 不影响前面位置的输出，因果性没有问题：错误在别处"
+                "（投影、缩放、头的拆分与合并）")
+    return CheckFailed(f"{failure.message}。{note}", dict(failure.details, causal=not leaks), failure.diagnosis)
+
+
+def with_mask_effect(failure: CheckFailed, out, out_without_mask) -> CheckFailed:
+    """Under the additive mask, an out that no variant explains: does the mask change anything at all?"""
+    if out is None or not isinstance(out_without_mask, torch.Tensor) or out_without_mask.shape != out.shape:
+        return failure
+    if not torch.isfinite(out).all() or not torch.equal(out, out_without_mask):
+        return failure
+    return CheckFailed(f"{failure.message}。另外，传不传 mask 你的输出完全一样：mask 没有起作用（它应该加到缩放后的分数上）",
+                       dict(failure.details, mask_effect=False), failure.diagnosis)
 
 
 # --- inputs ---------------------------------------------------------------------------------------
@@ -219,19 +327,26 @@ def test_module_parameters(student):
     """MultiHeadLatentAttention 的参数正好是 W_q、W_kv_down、W_k_up、W_v_up、W_o 的 weight（无 bias），形状符合约定"""
     run = student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT))
     shapes = run.param_shapes
+    extra, absent = set(shapes) - set(PARAM_SHAPES), set(PARAM_SHAPES) - set(shapes)
     problems = []
-    if set(shapes) - set(PARAM_SHAPES):
-        problems.append(f"有约定之外的参数 {sorted(set(shapes) - set(PARAM_SHAPES))}")
-    if set(PARAM_SHAPES) - set(shapes):
-        problems.append(f"缺少参数 {sorted(set(PARAM_SHAPES) - set(shapes))}")
+    if extra:
+        problems.append(f"有约定之外的参数 {sorted(extra)}")
+    if absent:
+        problems.append(f"缺少参数 {sorted(absent)}")
     problems += [f"{name} 的形状应该是 {want}，你的是 {shapes[name]}"
                  for name, want in PARAM_SHAPES.items() if name in shapes and shapes[name] != want]
-    expect_true(not problems,
-                f"{CLASS}({D_MODEL}, {NUM_HEADS}, {D_LATENT}) 的参数与约定不一致：{'；'.join(problems)}",
-                {"param_shapes": shapes})
+    try:
+        expect_true(not problems,
+                    f"{CLASS}({D_MODEL}, {NUM_HEADS}, {D_LATENT}) 的参数与约定不一致：{'；'.join(problems)}",
+                    {"param_shapes": shapes})
+    except CheckFailed as failure:
+        wrong_shapes = any(name in shapes and shapes[name] != want for name, want in PARAM_SHAPES.items())
+        name = None if wrong_shapes else keys_diagnosis(extra, absent)
+        raise named(failure, VARIANTS.get(name)) from None
 
 
-def expect_forward(student, weights, x, mask, tol, num_heads=NUM_HEADS, d_latent=D_LATENT, dtype=torch.float64):
+def expect_forward(student, weights, x, mask, tol, num_heads=NUM_HEADS, d_latent=D_LATENT, dtype=torch.float64,
+                   causal=False):
     """The student's forward (both returned values) matches the reference's; a mismatch is diagnosed."""
     d_model = x.shape[-1]
     args = (x,) if mask is None else (x, mask)
@@ -239,10 +354,22 @@ def expect_forward(student, weights, x, mask, tol, num_heads=NUM_HEADS, d_latent
         expected = reference_module(weights, d_model, num_heads, d_latent, dtype)(*args)
     run = student.module(CLASS, (d_model, num_heads, d_latent), state_dict=weights, dtype=dtype,
                          method="forward", args=args)
+    expect_loaded(run)
     try:
         expect_module_matches(run, {"outputs": expected, "input_grads": [], "param_grads": {}}, tol, CLASS)
     except CheckFailed as failure:
-        raise diagnosed(failure, module_diagnosis(run.outputs, expected, weights, x, mask, num_heads, tol)) from None
+        name = module_diagnosis(run.outputs, expected, weights, x, mask, num_heads, tol)
+        if name is not None:
+            raise named(failure, VARIANTS[name]) from None
+        out = first_out(run.outputs)
+        if causal and out is not None and not same_values(out, expected[0], tol):
+            def rerun(x2):
+                again = student.module(CLASS, (d_model, num_heads, d_latent), state_dict=weights, dtype=dtype,
+                                       method="forward", args=(x2, mask))
+                return first_out(again.outputs)
+
+            failure = with_causality(failure, out, expected[0], x, rerun)
+        raise failure from None
 
 
 @check("mla_module", points=2)
@@ -250,7 +377,7 @@ def test_module_forward_backward_float64(student, weights64, x64, rng):
     """加载给定权重、用因果掩码时，返回的 out 和 c_kv、输入的梯度和五个权重的梯度都与参考实现一致（float64）"""
     mask = causal_mask(SEQ, torch.float64)
     # forward alone first: a wrong return value gets a clear (diagnosed) message before the backward needs it
-    expect_forward(student, weights64, x64, mask, F64)
+    expect_forward(student, weights64, x64, mask, F64, causal=True)
     grads = [torch.randn(BATCH, SEQ, D_MODEL, generator=rng, dtype=torch.float64),
              torch.randn(BATCH, SEQ, D_LATENT, generator=rng, dtype=torch.float64)]
     expected = run_reference(reference_module(weights64), (x64, mask), grad_outputs=grads, requires_grad=[0])
@@ -267,13 +394,19 @@ def test_module_additive_mask(student, weights64, x64, rng):
         expected, _ = reference_module(weights64)(x64, mask)
     run = student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64,
                          method="forward", args=(x64, mask))
-    expect_weights_loaded(run, CLASS)
+    expect_loaded(run)
     out = run.outputs[0] if isinstance(run.outputs, (tuple, list)) and len(run.outputs) == 2 else run.outputs
     try:
         expect_close(out, expected, F64, "forward 返回的第 1 个值（out）")
     except CheckFailed as failure:
-        raise diagnosed(failure, out_diagnosis(out, expected, weights64, x64, mask, NUM_HEADS, F64,
-                                               MODULE_VARIANTS)) from None
+        name = out_diagnosis(out, expected, weights64, x64, mask, NUM_HEADS, F64, MODULE_VARIANTS)
+        if name is not None:
+            raise named(failure, VARIANTS[name]) from None
+        if isinstance(out, torch.Tensor) and out.shape == expected.shape:
+            without = student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64,
+                                     dtype=torch.float64, method="forward", args=(x64,))
+            failure = with_mask_effect(failure, out, first_out(without.outputs))
+        raise failure from None
 
 
 @check("mla_module", points=1)
@@ -283,6 +416,33 @@ def test_module_float32_no_mask(student, rng):
     weights = random_weights(rng, d_model, d_latent, torch.float32)
     x = torch.randn(2, 9, d_model, generator=rng)
     expect_forward(student, weights, x, None, F32_ATTN, num_heads, d_latent, dtype=torch.float32)
+
+
+# --- byte counts: a typed or returned number, and the slips that give it -------------------------------
+
+
+def close(actual, value) -> bool:
+    return (isinstance(actual, (int, float)) and not isinstance(actual, bool) and math.isfinite(actual)
+            and abs(actual - value) <= 5e-4 * max(abs(value), 1e-12))
+
+
+def unit_slips(right: int, bytes_per_element: int = 2) -> dict:
+    """What a slip of units makes of the right byte count (FP16 unless told)."""
+    return {"fp32_bytes": right * 4 / bytes_per_element, "bits_not_bytes": 8 * right,
+            "elements_not_bytes": right / bytes_per_element, "mib_not_bytes": right / 1024**2,
+            "mb_not_bytes": right / 1e6}
+
+
+def slip_matches(actual, right, slips: dict) -> list[str]:
+    return [name for name, value in slips.items() if value != right and close(actual, value)]
+
+
+def expect_int_named(actual, expected: int, what: str, diagnose):
+    """An integer answer; on failure, `diagnose()` names the catalogued slip that gives the student's number."""
+    try:
+        expect_int(actual, expected, what)
+    except CheckFailed as failure:
+        raise named(failure, VARIANTS.get(diagnose())) from None
 
 
 # --- mla_cache ------------------------------------------------------------------------------------
@@ -298,14 +458,19 @@ def cache_config(rng):
 
 def cache_slips(batch, seq_len, d_latent, d_rope=0, bytes_per_element=2, num_layers=1) -> dict:
     right = ref.mla_cache_bytes(batch, seq_len, d_latent, d_rope, bytes_per_element, num_layers)
-    return {"latent_for_k_and_v": 2 * right, "bits_not_bytes": 8 * right,
-            "rope_key_forgotten": ref.mla_cache_bytes(batch, seq_len, d_latent, 0, bytes_per_element, num_layers),
-            "ignores_num_layers": right // num_layers, "ignores_bytes_per_element": right * 2 // bytes_per_element,
-            "mib_not_bytes": right / 1024**2, "mb_not_bytes": right / 1e6}
+    slips = unit_slips(right, bytes_per_element)
+    del slips["fp32_bytes"]  # bytes_per_element is an argument here
+    slips.update({
+        "latent_for_k_and_v": 2 * right,
+        "rope_key_forgotten": ref.mla_cache_bytes(batch, seq_len, d_latent, 0, bytes_per_element, num_layers),
+        "ignores_num_layers": right // num_layers, "ignores_bytes_per_element": right * 2 // bytes_per_element,
+    })
+    return slips
 
 
 def expect_cache_bytes(actual, what, *args, **kwargs):
-    expect_int_diagnosed(actual, ref.mla_cache_bytes(*args, **kwargs), what, cache_slips(*args, **kwargs))
+    right = ref.mla_cache_bytes(*args, **kwargs)
+    expect_int_named(actual, right, what, lambda: only(slip_matches(actual, right, cache_slips(*args, **kwargs))))
 
 
 @check("mla_cache", points=1)
@@ -330,6 +495,7 @@ def test_cache_bytes_and_layers(student, cache_config, rng):
     """mla_cache_bytes 使用传入的 bytes_per_element 和 num_layers（FP32、多层）"""
     c = cache_config
     num_layers = int(torch.randint(3, 61, (1,), generator=rng))
+    num_layers += num_layers == 4  # with 4 bytes, 4 layers: a forgotten num_layers looks like counted elements
     expect_cache_bytes(student.call("mla_cache_bytes", c["batch"], c["seq_len"], c["d_latent"], d_rope=0,
                                     bytes_per_element=4, num_layers=num_layers),
                        "mla_cache_bytes(..., bytes_per_element=4, num_layers=...)",
@@ -337,6 +503,8 @@ def test_cache_bytes_and_layers(student, cache_config, rng):
 
 
 # --- mla_comparison -------------------------------------------------------------------------------
+
+HAND_NAMES = ("mha_bytes", "gqa_bytes", "mla_bytes")
 
 
 @pytest.fixture
@@ -349,33 +517,71 @@ def inputs(student_id):
     return student_params("mla", student_id)
 
 
-def common_slips(right: int) -> dict:
-    return {"k_only": right // 2, "fp32_bytes": 2 * right, "bits_not_bytes": 8 * right,
-            "mib_not_bytes": right / 1024**2, "mb_not_bytes": right / 1e6}
+def hand_slips(name: str, answers: dict, inputs: dict) -> dict:
+    """What each catalogued slip makes of the hand answer `name` (one layer, FP16)."""
+    right = answers[name]
+    slips = unit_slips(right)
+    if name in ("mha_bytes", "gqa_bytes"):
+        slips["k_only"] = right / 2
+    if name == "gqa_bytes":
+        slips["q_heads_for_kv"] = answers["mha_bytes"]
+    if name == "mla_bytes":
+        slips.update({
+            "latent_for_k_and_v": 2 * right,
+            "rope_key_forgotten": ref.mla_cache_bytes(inputs["batch"], inputs["seq_len"], inputs["d_latent"]),
+            "latent_per_head": inputs["num_heads"] * right,
+            "cached_k_and_v": answers["mha_bytes"],
+        })
+    return slips
+
+
+def hand_diagnosis(student, name: str, actual, answers: dict, inputs: dict) -> str | None:
+    """The slip that gives the student's `name`. Two slips with the same number (twice the MLA cache: FP32, or
+    the latent for K and V; half the MHA cache: K only, or elements for bytes): a unit slip is named only when
+    another answer of the student shows it, and only it, too; else the one slip that is not about units."""
+    matches = slip_matches(actual, answers[name], hand_slips(name, answers, inputs))
+    if len(matches) <= 1:
+        return only(matches)
+
+    def shown_elsewhere(unit):
+        for other in HAND_NAMES:
+            if other == name:
+                continue
+            try:
+                value = student.variable(other)
+            except CheckFailed:
+                continue
+            if slip_matches(value, answers[other], hand_slips(other, answers, inputs)) == [unit]:
+                return True  # that answer shows this unit slip, and nothing else
+        return False
+
+    confirmed = [m for m in matches if m in UNIT_SLIPS and shown_elsewhere(m)]
+    if confirmed:
+        return only(confirmed)
+    return only([m for m in matches if m not in UNIT_SLIPS])
+
+
+def expect_hand(student, name, answers, inputs):
+    actual = student.variable(name)
+    expect_int_named(actual, answers[name], name, lambda: hand_diagnosis(student, name, actual, answers, inputs))
 
 
 @check("mla_comparison", points=0.5)
-def test_hand_mha_bytes(student, answers):
+def test_hand_mha_bytes(student, answers, inputs):
     """mha_bytes（MHA 一层的 KV Cache 字节数）与按你的学号算出的答案一致（精确比较）"""
-    expect_int_diagnosed(student.variable("mha_bytes"), answers["mha_bytes"], "mha_bytes",
-                         common_slips(answers["mha_bytes"]))
+    expect_hand(student, "mha_bytes", answers, inputs)
 
 
 @check("mla_comparison", points=0.5)
-def test_hand_gqa_bytes(student, answers):
+def test_hand_gqa_bytes(student, answers, inputs):
     """gqa_bytes（GQA 一层的 KV Cache 字节数）与按你的学号算出的答案一致（精确比较）"""
-    slips = common_slips(answers["gqa_bytes"])
-    slips["q_heads_for_kv"] = answers["mha_bytes"]
-    expect_int_diagnosed(student.variable("gqa_bytes"), answers["gqa_bytes"], "gqa_bytes", slips)
+    expect_hand(student, "gqa_bytes", answers, inputs)
 
 
 @check("mla_comparison", points=1)
 def test_hand_mla_bytes(student, answers, inputs):
     """mla_bytes（MLA 一层的缓存字节数，含解耦 RoPE key）与按你的学号算出的答案一致（精确比较）"""
-    right = answers["mla_bytes"]
-    slips = {name: wrong["mla_bytes"] for name, wrong in ref.hand_slips(inputs).items()}
-    slips.update({name: value for name, value in common_slips(right).items() if name != "fp32_bytes"})
-    expect_int_diagnosed(student.variable("mla_bytes"), right, "mla_bytes", slips)
+    expect_hand(student, "mla_bytes", answers, inputs)
 
 
 # --- mla_bonus ------------------------------------------------------------------------------------
@@ -384,20 +590,30 @@ def test_hand_mla_bytes(student, answers, inputs):
 def expect_absorbed(student, weights64, x64, mask):
     """The student's absorbed forward, on their own module loaded with the reference weights, gives the reference's out."""
     # the bonus runs on the student's own module: first make sure the weights load into it by name
-    expect_weights_loaded(student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64,
-                                         dtype=torch.float64), CLASS)
+    expect_loaded(student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64))
     with torch.no_grad():
         expected, _ = reference_module(weights64)(x64, mask)
     # materialising K or V (calling W_k_up / W_v_up, e.g. through mla.forward) is what the bonus must avoid
     mla = module_arg(CLASS, D_MODEL, NUM_HEADS, D_LATENT, state_dict=weights64, dtype=torch.float64,
                      forbid_calls=("W_k_up", "W_v_up"))
-    args = (mla, x64) if mask is None else (mla, x64, mask)
-    actual = student.call("mla_absorbed_forward", *args)
+
+    def absorbed(x):
+        try:
+            return student.call("mla_absorbed_forward", *((mla, x) if mask is None else (mla, x, mask)))
+        except CheckFailed as failure:
+            name = "absorbed_materialises_kv" if "forbidden_call" in failure.details else None
+            raise named(failure, VARIANTS.get(name)) from None
+
+    actual = absorbed(x64)
     try:
         expect_close(actual, expected, F64, "mla_absorbed_forward 的输出")
     except CheckFailed as failure:
-        raise diagnosed(failure, out_diagnosis(actual, expected, weights64, x64, mask, NUM_HEADS, F64,
-                                               ABSORBED_VARIANTS)) from None
+        name = out_diagnosis(actual, expected, weights64, x64, mask, NUM_HEADS, F64, ABSORBED_VARIANTS)
+        if name is not None:
+            raise named(failure, VARIANTS[name]) from None
+        if mask is not None and isinstance(actual, torch.Tensor) and not same_values(actual, expected, F64):
+            failure = with_causality(failure, actual, expected, x64, absorbed)
+        raise failure from None
 
 
 @check("mla_bonus", points=1)

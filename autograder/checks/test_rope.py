@@ -5,7 +5,7 @@ present); seq_len <= 64 whenever the student computes in float32 (float32 angles
 reference's float64 angles rounded once); seq_len != num_heads except in the one check where they are equal
 on purpose (a rotation along the head dim is then silent); batch >= 2 and random x of scale 2; position
 pairs with pos_q != pos_k in both orders (a flipped rotation or swapped cos/sin then changes the score);
-theta drawn in [100, 3000] for the theta checks (far from the default).
+theta drawn in [316, 3162] for the theta checks (far from the default, and its square too).
 
 cos/sin given to apply_rotary_emb always come from the REFERENCE precompute_rope_freqs, so the apply
 checks do not depend on the student's frequencies. rope_score uses the student's own two functions.
@@ -14,17 +14,78 @@ The sandbox cannot receive a torch.dtype argument (the wire format has no dtype 
 precompute_rope_freqs is called with its default dtype (float32) only; its float64 path is exercised
 through rope_score, which calls it with dtype=q.dtype.
 
-When an output is wrong, it is compared (here, in the grader) with known-wrong variants of the reference
-on the same inputs; a match names the mistake in the diagnosis.
+When an output is wrong, it is compared (here, in the grader) with the known-wrong variants of VARIANTS
+on the same inputs (autograder.diagnosis); a match names the mistake. Several slips give the same
+rope_score (a reversed rotation, cos/sin swapped in either function, pos_q and pos_k swapped; theta
+ignored in precompute_rope_freqs or not passed by rope_score): one extra probe of the student's own
+precompute_rope_freqs / apply_rotary_emb tells them apart, and nothing is named when it cannot. When
+nothing matches, the message localises the fault with properties of the outputs: cos² + sin² = 1,
+position 0 and pair 0 of the table; norm preservation per position and position 0 = identity for the
+rotation; the relative-position invariance of the score (one extra probe, both positions shifted).
 """
 
 import torch
 
-from autograder.checks import F32, F64, CheckFailed, Tol, check, expect_close, expect_true
+from autograder.checks import F32, F64, CheckFailed, Tol, check, expect_close, expect_true, same_values
+from autograder.diagnosis import Variant, catalogue, named
 from autograder.probes import describe_value
 from solutions import rope as ref
 
 BF16 = Tol(5e-2, 1e-1)  # bfloat16 output: a loose comparison (computing natively in bfloat16 also passes)
+F32_LEVEL = Tol(1e-6, 1e-6)  # same_values multiplies by 10: "equal up to float32 rounding"
+LOOSE = Tol(1e-5, 1e-5)  # matching a variant whose value is far (>= 1e-2) from the reference and the others
+
+# --- the catalogue of mistakes ----------------------------------------------------------------------
+
+VARIANTS = catalogue(
+    # precompute_rope_freqs
+    Variant("positions_start_at_1", "你的 cos/sin 与「位置从 1 开始」一致：约定位置从 0 开始（torch.arange(seq_len)），"
+                                    "位置 0 的旋转角是 0，即 cos 全为 1、sin 全为 0"),
+    Variant("exponent_i_over_d", "你的频率与 θ^(-i/d) 一致（i 是维度对的编号 0, 1, …, d/2 − 1）：漏了因子 2，"
+                                 "约定是 θ^(-2i/d)；torch.arange(0, dim, 2) / dim 直接给出 2i/d"),
+    Variant("exponent_4i_over_d", "你的频率与 θ^(-4i/d) 一致：torch.arange(0, dim, 2) 给出的已经是 2i，不要再乘 2；"
+                                  "约定是 θ^(-2i/d)"),
+    Variant("frequencies_inverted", "你的频率与 θ^(+2i/d) 一致：指数的符号反了。约定是 θ^(-2i/d)（即 1 / θ^(2i/d)），"
+                                    "第 0 对转得最快，越往后的维度对转得越慢"),
+    Variant("cos_sin_swapped", "你的 precompute_rope_freqs 返回的是 (sin, cos)：约定按 (cos, sin) 的顺序返回"),
+    Variant("theta_ignored", "你的 precompute_rope_freqs 没有使用参数 theta（一直按默认的 10000 计算）："
+                             "频率应该用传进来的 theta，即 theta ** (-2i / dim)"),
+    Variant("table_transposed", "你的 cos/sin 是正确表格的转置，形状成了 [dim // 2, seq_len]："
+                                "torch.outer 的参数顺序反了，应该是 torch.outer(positions, freqs)，得到 [seq_len, dim // 2]"),
+    Variant("dtype_argument_ignored", "你的 cos/sin 数值对，但 dtype 不是参数 dtype：precompute_rope_freqs 要按参数 dtype "
+                                      "返回（例如最后 .to(dtype)），默认 float32，dtype=torch.float64 时返回 float64"),
+    Variant("freqs_in_float32", "dtype=torch.float64 时你的 cos/sin 只有 float32 的精度：角度先用 float32 算好"
+                                "（例如 torch.arange(...).float()）再转成了 float64。应该全程用 float64 计算角度，"
+                                "最后再 .to(dtype)"),
+    # apply_rotary_emb
+    Variant("half_split_pairing", "你的 RoPE 把第 i 维和第 i+d/2 维配成一对（Hugging Face 的 rotate_half 约定）；"
+                                  "本作业要求相邻两维 (2i, 2i+1) 配对：x[..., 0::2] 和 x[..., 1::2] 是每一对的两个分量，"
+                                  "旋转后再交错放回原位（两种配对是同一个想法的不同维度排列，权重按哪种训练就必须用哪种）",
+            convention=True),
+    Variant("rotation_sign_flipped", "你的旋转方向反了（顺时针）：约定是 [x0·cos − x1·sin, x1·cos + x0·sin]，"
+                                     "检查 sin 前面的符号"),
+    Variant("apply_cos_sin_swapped", "你的 apply_rotary_emb 把 cos 和 sin 用反了（该乘 cos 的地方乘了 sin）："
+                                     "约定是 [x0·cos − x1·sin, x1·cos + x0·sin]"),
+    Variant("cos_sin_unsqueezed", "你的输出多了一个长度为 1 的前导维度：cos/sin 不需要 unsqueeze(0)。"
+                                  "广播从右往左对齐，[seq_len, d_head // 2] 的 cos/sin 天然对齐 x 的最后两维"),
+    Variant("rotated_along_heads", "你的 [B, H, S, D] 输入是按倒数第三维（头的编号）而不是倒数第二维（位置）旋转的："
+                                   "输入约定是 [..., seq_len, d_head]，倒数第二维就是位置；不要按形状去猜布局，"
+                                   "也不要给 cos/sin 加维度"),
+    Variant("apply_in_float32", "float64 输入被转成了 float32 计算（例如无条件的 x.float()），结果只有 float32 的精度："
+                                "应该在 x 的 dtype 中计算（只有 float16/bfloat16 才先转成 float32），cos、sin 也转成同一个 "
+                                "dtype，最后返回 x 的 dtype"),
+    Variant("output_dtype_not_restored", "你的输出数值对，但 bfloat16 输入返回的不是 bfloat16：半精度输入在 float32 中计算后，"
+                                         "要用 .to(x.dtype) 转回 x 的 dtype"),
+    # rope_score
+    Variant("score_theta_not_passed", "你的 precompute_rope_freqs 用了 theta，但 rope_score 调用它时没有把 theta 传进去"
+                                      "（按默认的 10000 算了）"),
+    Variant("score_tables_in_float32", "你的 rope_score 用了 float32 的 cos/sin：调用 precompute_rope_freqs 时要传 "
+                                       "dtype=q.dtype，float64 的 q、k 才能全程 float64"),
+    Variant("score_ignores_positions", "你的分数等于 q·k，与位置无关：q 和 k 转了同样的角度（例如都用了第 pos_q 行的 cos/sin），"
+                                       "或者根本没有旋转。q 要用第 pos_q 行、k 要用第 pos_k 行的 cos/sin"),
+    Variant("score_positions_swapped", "你的分数等于把 q、k 的位置对调后的结果（你的 precompute_rope_freqs 和 "
+                                       "apply_rotary_emb 本身是对的）：q 要转到 pos_q，k 要转到 pos_k，检查是否用反了"),
+)
 
 
 def randint(rng, low, high):
@@ -33,10 +94,34 @@ def randint(rng, low, high):
 
 
 def random_theta(rng):
-    return round(float(10 ** (2 + 1.5 * torch.rand(1, generator=rng, dtype=torch.float64))), 3)
+    """theta in [316, 3162]: far from 10000, and theta² far from 10000 too (θ^(-4i/d) = (θ²)^(-2i/d), so an
+    exponent doubled would otherwise give the default table)."""
+    return round(float(10 ** (2.5 + torch.rand(1, generator=rng, dtype=torch.float64))), 3)
 
 
-# --- known-wrong variants, for the diagnosis (grader side only, float64) ---------------------------
+def localised(failure: CheckFailed, hint: str | None) -> CheckFailed:
+    """`failure` with a property of the output that locates the fault (nothing is named)."""
+    return CheckFailed(f"{failure.message}。{hint}", failure.details) if hint else failure
+
+
+def is_float_tensor(t, shape=None) -> bool:
+    return (isinstance(t, torch.Tensor) and t.dtype.is_floating_point and (shape is None or tuple(t.shape) == shape)
+            and bool(torch.isfinite(t).all()))
+
+
+def close(a, b, rtol, atol=None) -> bool:
+    return bool(torch.allclose(a.double(), b.double(), rtol=rtol, atol=rtol if atol is None else atol))
+
+
+def probe(student, name, *args, **kwargs):
+    """One extra call for the diagnosis; None when it fails (the check's own failure is what is reported)."""
+    try:
+        return student.call(name, *args, **kwargs)
+    except CheckFailed:
+        return None
+
+
+# --- the variants, grader side only, float64 ------------------------------------------------------
 
 
 def _angles(dim, seq_len, theta, *, exponent=2.0, inverted=False, first_position=0):
@@ -46,24 +131,23 @@ def _angles(dim, seq_len, theta, *, exponent=2.0, inverted=False, first_position
     return torch.outer(positions, freqs)
 
 
-FREQ_VARIANTS = {
-    "位置从 1 开始了（约定：位置从 0 开始）": dict(first_position=1),
-    "频率的指数写成了 -i/d（约定是 θ^(-2i/d)，i 是维度对的编号）": dict(exponent=1.0),
-    "频率取成了 θ^(+2i/d)（指数的符号反了）": dict(inverted=True),
-}
+def _table(angles):
+    return angles.cos(), angles.sin()
 
 
-def freq_variants(dim, seq_len, theta):
-    """(description, (cos, sin)) of the catalogued wrong frequency tables, in float64."""
-    out = []
-    for text, kwargs in FREQ_VARIANTS.items():
-        a = _angles(dim, seq_len, theta, **kwargs)
-        out.append((text, (a.cos(), a.sin())))
+def table_variants(dim, seq_len, theta):
+    """(name, (cos, sin)) of the catalogued wrong tables, in float64."""
     a = _angles(dim, seq_len, theta)
-    out.append(("cos 和 sin 写反了", (a.sin(), a.cos())))
+    out = [
+        ("positions_start_at_1", _table(_angles(dim, seq_len, theta, first_position=1))),
+        ("exponent_i_over_d", _table(_angles(dim, seq_len, theta, exponent=1.0))),
+        ("exponent_4i_over_d", _table(_angles(dim, seq_len, theta, exponent=4.0))),
+        ("frequencies_inverted", _table(_angles(dim, seq_len, theta, inverted=True))),
+        ("cos_sin_swapped", (a.sin(), a.cos())),
+        ("table_transposed", (a.cos().T, a.sin().T)),
+    ]
     if theta != 10000.0:
-        a = _angles(dim, seq_len, 10000.0)
-        out.append(("没有使用参数 theta（按默认的 10000 算了）", (a.cos(), a.sin())))
+        out.append(("theta_ignored", _table(_angles(dim, seq_len, 10000.0))))
     return out
 
 
@@ -86,78 +170,73 @@ def _rotate(x, cos, sin, *, pairing="adjacent", sign=1.0, swap=False, heads_as_p
     return torch.stack([y0, y1], dim=-1).flatten(-2)
 
 
-APPLY_VARIANTS = {
-    "配对方式用了前一半/后一半 (i, i + d/2)（Hugging Face 的 rotate_half）；本作业约定相邻配对 (2i, 2i+1)":
-        dict(pairing="half"),
-    "旋转方向反了：约定是 [x0·cos − x1·sin, x1·cos + x0·sin]（检查 sin 前的符号）": dict(sign=-1.0),
-    "cos 和 sin 用反了": dict(swap=True),
-}
+APPLY_SLIPS = {"half_split_pairing": dict(pairing="half"), "rotation_sign_flipped": dict(sign=-1.0),
+               "apply_cos_sin_swapped": dict(swap=True)}
 
 
-def apply_variants(x, cos, sin):
-    out = [(text, _rotate(x, cos, sin, **kwargs)) for text, kwargs in APPLY_VARIANTS.items()]
-    if x.dim() == 4 and x.shape[1] == cos.shape[0]:
-        out.append(("按倒数第三维（头的编号）而不是倒数第二维（位置）旋转了：输入是 [B, H, S, D]，"
-                    "不要按形状去猜布局，也不要给 cos/sin 加维度", _rotate(x, cos, sin, heads_as_positions=True)))
-    return out
-
-
-def score_variants(q, k, pos_q, pos_k, theta):
-    """Scores of the catalogued slips that change rope_score (a start position of 1 does not: the score
-    depends only on pos_k - pos_q)."""
-    n = max(pos_q, pos_k) + 1
-    a = _angles(q.shape[0], n, theta)
-    slips = [(text, c, s, {}) for text, (c, s) in freq_variants(q.shape[0], n, theta) if "位置从 1" not in text]
-    slips += [(text, a.cos(), a.sin(), kwargs) for text, kwargs in APPLY_VARIANTS.items() if "sign" not in kwargs]
-    out = []
-    same_score = "旋转方向反了，或者 cos 和 sin 写反/用反了（这几种错误给出同样的分数）"
-    for text, cos, sin, kwargs in slips:
-        text = same_score if "cos 和 sin" in text else text
-        qr = _rotate(q[None], cos[pos_q:pos_q + 1], sin[pos_q:pos_q + 1], **kwargs)[0]
-        kr = _rotate(k[None], cos[pos_k:pos_k + 1], sin[pos_k:pos_k + 1], **kwargs)[0]
-        out.append((text, torch.dot(qr, kr)))
-    return out
-
-
-def _matches(actual, expected, tol):
-    if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape or not actual.dtype.is_floating_point:
-        return False
-    if not torch.isfinite(actual).all():
-        return False
-    return bool(((actual.double() - expected.double()).abs() <= tol.atol + tol.rtol * expected.double().abs()).all())
-
-
-def expect_close_diagnosed(actual, expected, tol, variants, what="输出"):
-    """expect_close; when it fails, name the catalogued mistake whose output `actual` matches (if any)."""
-    try:
-        expect_close(actual, expected, tol, what)
-    except CheckFailed as failure:
-        if isinstance(actual, torch.Tensor) and actual.shape == (1, *expected.shape):
-            raise CheckFailed(f"{failure.message}。看起来是：结果多了一个长度为 1 的前导维度，cos/sin 不需要 "
-                              "unsqueeze(0)：广播从右往左对齐", failure.details, "cos/sin 多余的 unsqueeze(0)") from None
-        loose = Tol(max(tol.rtol, 1e-4), max(tol.atol, 1e-4))
-        diagnosis = next((text for text, wrong in variants if _matches(actual, wrong, loose)), None)
-        if (diagnosis is None and expected.dtype == torch.float64 and _matches(actual, expected, Tol(1e-5, 1e-5))
-                and not _matches(actual, expected, tol)):
-            diagnosis = ("误差在 float32 的精度量级：float64 输入没有全程用 float64 计算"
-                         "（例如无条件的 x.float()，或先用 float32 算角度再转换）")
-        if diagnosis:
-            raise CheckFailed(f"{failure.message}。看起来是：{diagnosis}", failure.details, diagnosis) from None
-        raise
-
-
-def expect_cos_sin(result, dim, seq_len, theta, tol):
-    """`result` is (cos, sin), each equal to the reference table (float32)."""
-    expect_true(isinstance(result, (tuple, list)) and len(result) == 2,
-                f"precompute_rope_freqs 应该返回两个张量 (cos, sin)，你的返回 {describe_value(result)}"
-                + (f"（{len(result)} 个值）" if isinstance(result, (tuple, list)) else ""))
-    expected = ref.precompute_rope_freqs(dim, seq_len, theta=theta)
-    wrong = freq_variants(dim, seq_len, theta)
-    for i, name in enumerate(("cos", "sin")):
-        expect_close_diagnosed(result[i], expected[i], tol, [(t, v[i]) for t, v in wrong], f"返回的 {name} ")
+def _score(q, k, pos_q, pos_k, cos, sin, **slip):
+    qr = _rotate(q[None], cos[pos_q:pos_q + 1], sin[pos_q:pos_q + 1], **slip)[0]
+    kr = _rotate(k[None], cos[pos_k:pos_k + 1], sin[pos_k:pos_k + 1], **slip)[0]
+    return torch.dot(qr, kr)
 
 
 # --- rope_freqs -----------------------------------------------------------------------------------
+
+
+def expect_pair(result):
+    expect_true(isinstance(result, (tuple, list)) and len(result) == 2,
+                f"precompute_rope_freqs 应该返回两个张量 (cos, sin)，你的返回 {describe_value(result)}"
+                + (f"（{len(result)} 个值）" if isinstance(result, (tuple, list)) else ""))
+
+
+def table_diagnosis(result, expected, candidates, tol) -> str | None:
+    """The catalogued table `result` (cos, sin) matches, if any."""
+    def both(pair, t):
+        return all(same_values(result[i], pair[i], t) for i in range(2))
+
+    match_tol = Tol(max(tol.rtol, F32_LEVEL.rtol), max(tol.atol, F32_LEVEL.atol))
+    name = next((name for name, pair in candidates if both(pair, match_tol)), None)
+    if name:
+        return name
+    dtype = expected[0].dtype
+    if both(expected, F32_LEVEL):  # the values are right up to float32 rounding
+        if any(t.dtype != dtype for t in result):
+            return "dtype_argument_ignored"
+        if dtype == torch.float64:
+            return "freqs_in_float32"
+    return None
+
+
+def table_hint(result, expected) -> str | None:
+    """Properties of a wrong table: cos² + sin² = 1, position 0 is angle 0, pair 0 has frequency 1."""
+    shape = tuple(expected[0].shape)
+    if not all(is_float_tensor(t, shape) for t in result):
+        return None
+    c, s = result[0].double(), result[1].double()
+    if all(close(r, e, 1e-4) for r, e in zip(result, expected)):
+        return None  # a small error only: nothing structural to point at
+    if not close(c ** 2 + s ** 2, torch.ones_like(c), 1e-4):
+        return "cos² + sin² 不等于 1：返回的 cos 和 sin 不是同一个角度的余弦和正弦"
+    if not (close(c[0], torch.ones_like(c[0]), 1e-4) and close(s[0], torch.zeros_like(s[0]), 1e-4)):
+        return "位置 0 的旋转角应该是 0（cos 全为 1、sin 全为 0），你的不是：位置要从 0 开始"
+    p = torch.arange(shape[0], dtype=torch.float64)
+    if not (close(c[:, 0], p.cos(), 1e-4) and close(s[:, 0], p.sin(), 1e-4)):
+        return "第 0 对（第 0、1 维）的频率应该是 1，即位置 p 的旋转角就是 p 弧度，你的不是"
+    return "位置 0 和第 0 对都对，其余维度对的频率不对：第 i 对的频率应该是 θ^(-2i/d)"
+
+
+def expect_table(result, dim, seq_len, theta, dtype, tol):
+    """`result` is (cos, sin), each equal to the reference table in `dtype`."""
+    expect_pair(result)
+    expected = ref.precompute_rope_freqs(dim, seq_len, theta=theta, dtype=dtype)
+    for i, name in enumerate(("cos", "sin")):
+        try:
+            expect_close(result[i], expected[i], tol, f"返回的 {name} ")
+        except CheckFailed as failure:
+            variant = table_diagnosis(result, expected, table_variants(dim, seq_len, theta), tol)
+            if variant:
+                raise named(failure, VARIANTS[variant]) from None
+            raise localised(failure, table_hint(result, expected)) from None
 
 
 @check("rope_freqs", points=1)
@@ -165,11 +244,7 @@ def test_freqs_float64(student, rng):
     """precompute_rope_freqs(..., dtype=torch.float64) 全程在 float64 中计算，返回 float64 的 cos 和 sin"""
     dim, seq_len = 2 * randint(rng, 5, 32), randint(rng, 20, 64)
     result = student.call("precompute_rope_freqs", dim, seq_len, dtype=torch.float64)
-    expect_true(isinstance(result, (tuple, list)) and len(result) == 2,
-                f"precompute_rope_freqs 应该返回两个张量 (cos, sin)，你的返回 {describe_value(result)}")
-    expected = ref.precompute_rope_freqs(dim, seq_len, dtype=torch.float64)
-    for i, name in enumerate(("cos", "sin")):
-        expect_close(result[i], expected[i], F64, f"返回的 {name} ")
+    expect_table(result, dim, seq_len, 10000.0, torch.float64, F64)
 
 
 @check("rope_freqs", points=0.5)
@@ -177,7 +252,7 @@ def test_freqs_default_float32(student, rng):
     """precompute_rope_freqs 在默认 theta 和默认 dtype（float32）下，cos 和 sin 与参考实现一致"""
     dim, seq_len = 2 * randint(rng, 5, 32), randint(rng, 20, 64)
     result = student.call("precompute_rope_freqs", dim, seq_len)
-    expect_cos_sin(result, dim, seq_len, 10000.0, F32)
+    expect_table(result, dim, seq_len, 10000.0, torch.float32, F32)
 
 
 @check("rope_freqs", points=1)
@@ -185,7 +260,7 @@ def test_freqs_theta(student, rng):
     """precompute_rope_freqs 使用传入的 theta（不是默认的 10000）"""
     dim, seq_len, theta = 2 * randint(rng, 5, 32), randint(rng, 20, 64), random_theta(rng)
     result = student.call("precompute_rope_freqs", dim, seq_len, theta=theta)
-    expect_cos_sin(result, dim, seq_len, theta, F32)
+    expect_table(result, dim, seq_len, theta, torch.float32, F32)
 
 
 @check("rope_freqs", points=0.5)
@@ -194,18 +269,64 @@ def test_freqs_shapes(student, rng):
     sizes = [(2, 1), (2 * randint(rng, 20, 40), randint(rng, 2, 9)), (2 * randint(rng, 2, 4), randint(rng, 30, 64))]
     for dim, seq_len in sizes:
         result = student.call("precompute_rope_freqs", dim, seq_len)
-        expect_true(isinstance(result, (tuple, list)) and len(result) == 2,
-                    f"precompute_rope_freqs 应该返回两个张量 (cos, sin)，你的返回 {describe_value(result)}")
-        for name, t in zip(("cos", "sin"), result):
+        expect_pair(result)
+        expected = ref.precompute_rope_freqs(dim, seq_len)
+        for name, t, e in zip(("cos", "sin"), result, expected):
             expect_true(isinstance(t, torch.Tensor), f"返回的 {name} 应该是 torch.Tensor，你的是 {describe_value(t)}")
-            expect_true(list(t.shape) == [seq_len, dim // 2],
-                        f"返回的 {name} 形状应该是 [seq_len, dim // 2] = {[seq_len, dim // 2]}，你的是 {list(t.shape)}",
-                        {"shape": list(t.shape), "expected_shape": [seq_len, dim // 2]})
-            expect_true(t.dtype == torch.float32, f"默认 dtype 下返回的 {name} 应该是 torch.float32，你的是 {t.dtype}",
-                        {"dtype": str(t.dtype)})
+            try:
+                expect_true(list(t.shape) == [seq_len, dim // 2],
+                            f"返回的 {name} 形状应该是 [seq_len, dim // 2] = {[seq_len, dim // 2]}，你的是 {list(t.shape)}",
+                            {"shape": list(t.shape), "expected_shape": [seq_len, dim // 2]})
+                expect_true(t.dtype == torch.float32,
+                            f"默认 dtype 下返回的 {name} 应该是 torch.float32，你的是 {t.dtype}", {"dtype": str(t.dtype)})
+            except CheckFailed as failure:
+                variant = None
+                if list(t.shape) == [dim // 2, seq_len] != [seq_len, dim // 2] and same_values(t, e.T, F32):
+                    variant = "table_transposed"
+                elif t.dtype != torch.float32 and same_values(t, e, F32_LEVEL):
+                    variant = "dtype_argument_ignored"
+                raise named(failure, VARIANTS.get(variant)) from None
 
 
 # --- rope_apply -----------------------------------------------------------------------------------
+
+
+def apply_diagnosis(actual, x, cos, sin, expected, tol) -> str | None:
+    """The catalogued rotation `actual` matches, if any."""
+    if isinstance(actual, torch.Tensor) and actual.shape == (1, *expected.shape) and same_values(
+            actual, expected[None], Tol(max(tol.rtol, F32_LEVEL.rtol), max(tol.atol, F32_LEVEL.atol))):
+        return "cos_sin_unsqueezed"
+    half_type = x.dtype in (torch.float16, torch.bfloat16)
+    match_tol = Tol(1e-2, 1e-2) if half_type else Tol(max(tol.rtol, F32_LEVEL.rtol), max(tol.atol, F32_LEVEL.atol))
+    candidates = [(name, _rotate(x, cos, sin, **slip)) for name, slip in APPLY_SLIPS.items()]
+    if x.dim() == 4 and x.shape[1] == cos.shape[0]:
+        candidates.append(("rotated_along_heads", _rotate(x, cos, sin, heads_as_positions=True)))
+    name = next((name for name, wrong in candidates if same_values(actual, wrong, match_tol)), None)
+    if name:
+        return name
+    if (half_type and isinstance(actual, torch.Tensor) and actual.dtype != x.dtype
+            and same_values(actual, _rotate(x, cos, sin), LOOSE)):
+        return "output_dtype_not_restored"
+    if expected.dtype == torch.float64 and same_values(actual, expected, F32_LEVEL):
+        return "apply_in_float32"
+    return None
+
+
+def apply_hint(actual, x, expected) -> str | None:
+    """Properties of a wrong rotation: the norm of each position's vector is kept, position 0 is unchanged."""
+    if not is_float_tensor(actual, tuple(x.shape)):
+        return None
+    rtol = 3e-2 if x.dtype in (torch.float16, torch.bfloat16) else 1e-4
+    if close(actual, expected, rtol):
+        return None  # a small error only
+    a, xd = actual.double(), x.double()
+    if not close(a.norm(dim=-1), xd.norm(dim=-1), rtol):
+        return ("旋转应该保持每个位置的向量长度（沿最后一维的范数）不变，你的输出改变了长度：检查每一对的两个分量"
+                "是否用同一个角度的 cos 和 sin 旋转、每个分量是否都只用了一次")
+    if not close(a[..., 0, :], xd[..., 0, :], rtol):
+        return "位置 0 的旋转角是 0，输出在位置 0 应该等于输入，你的不等：检查 cos/sin 是否沿倒数第二维（位置）对齐"
+    return ("你的输出保持了每个位置的长度，位置 0 也不变，但旋转本身不对：检查相邻配对 (2i, 2i+1)、"
+            "旋转公式和 cos/sin 沿哪一维对齐")
 
 
 def apply_check(student, rng, shape, dtype, tol, x_dtype=None):
@@ -216,7 +337,13 @@ def apply_check(student, rng, shape, dtype, tol, x_dtype=None):
     cos, sin = ref.precompute_rope_freqs(d_head, seq_len, dtype=dtype)
     expected = ref.apply_rotary_emb(x, cos, sin)
     actual = student.call("apply_rotary_emb", x, cos, sin)
-    expect_close_diagnosed(actual, expected, tol, apply_variants(x, cos, sin))
+    try:
+        expect_close(actual, expected, tol)
+    except CheckFailed as failure:
+        variant = apply_diagnosis(actual, x, cos, sin, expected, tol)
+        if variant:
+            raise named(failure, VARIANTS[variant]) from None
+        raise localised(failure, apply_hint(actual, x, expected)) from None
 
 
 @check("rope_apply", points=1)
@@ -261,19 +388,102 @@ def position_pairs(rng):
     return [(0, a), (b, 0), (b + a, b), (c, c + a + 2), (c - b, c), (b, b)]
 
 
+def score_diagnosis(student, actuals, pairs, q, k, theta) -> str | None:
+    """The catalogued slip the scores match, if any: a variant is named only when it gives the student's score
+    at every pair of positions of the check. Slips with the same scores are told apart by one probe of the
+    student's own precompute_rope_freqs (float32, the only dtype the sandbox can pass) or apply_rotary_emb;
+    nothing is named when the probe does not decide."""
+    d, n = q.shape[0], max(max(pair) for pair in pairs) + 1
+
+    def matches(cos, sin, tol=LOOSE, **slip):
+        return all(same_values(actual, _score(q, k, pos_q, pos_k, cos, sin, **slip), tol)
+                   for actual, (pos_q, pos_k) in zip(actuals, pairs))
+
+    cos, sin = _table(_angles(d, n, theta))
+    # forgetting dtype=q.dtype in rope_score: the reference's float32 tables, exactly
+    if matches(*[t.double() for t in ref.precompute_rope_freqs(d, n, theta=theta)], tol=F64):
+        return "score_tables_in_float32"
+    if all(same_values(actual, torch.dot(q, k), LOOSE) for actual in actuals):
+        return "score_ignores_positions"
+    unique = [
+        ("exponent_i_over_d", _table(_angles(d, n, theta, exponent=1.0)), {}),
+        ("exponent_4i_over_d", _table(_angles(d, n, theta, exponent=4.0)), {}),
+        ("frequencies_inverted", _table(_angles(d, n, theta, inverted=True)), {}),
+        ("half_split_pairing", (cos, sin), dict(pairing="half")),
+    ]
+    name = next((name for name, table, slip in unique if matches(*table, **slip)), None)
+    if name:
+        return name
+    theta_kw = {} if theta == 10000.0 else {"theta": theta}
+    if theta_kw and matches(*_table(_angles(d, n, 10000.0))):
+        # theta ignored by precompute_rope_freqs, or not passed to it by rope_score
+        table = probe(student, "precompute_rope_freqs", d, n, theta=theta)
+        if isinstance(table, (tuple, list)) and len(table) == 2:
+            right = ref.precompute_rope_freqs(d, n, theta=theta)
+            default = ref.precompute_rope_freqs(d, n)
+            if all(same_values(t, e, F32) for t, e in zip(table, right)):
+                return "score_theta_not_passed"
+            if all(same_values(t, e, F32) for t, e in zip(table, default)):
+                return "theta_ignored"
+        return None
+    if matches(cos, sin, sign=-1.0):
+        # the rotation reversed: in the table, in the rotation, or pos_q and pos_k swapped
+        table = probe(student, "precompute_rope_freqs", d, n, **theta_kw)
+        right = ref.precompute_rope_freqs(d, n, theta=theta)
+        table_ok = False
+        if isinstance(table, (tuple, list)) and len(table) == 2:
+            if all(same_values(t, e, F32) for t, e in zip(table, right[::-1])):
+                return "cos_sin_swapped"
+            table_ok = all(same_values(t, e, F32) for t, e in zip(table, right))
+        x = q.expand(n, d).clone()
+        rotated = probe(student, "apply_rotary_emb", x, cos, sin)
+        for name in ("rotation_sign_flipped", "apply_cos_sin_swapped"):
+            if same_values(rotated, _rotate(x, cos, sin, **APPLY_SLIPS[name]), LOOSE):
+                return name
+        if table_ok and same_values(rotated, _rotate(x, cos, sin), LOOSE):
+            return "score_positions_swapped"
+    return None
+
+
+def score_hint(student, actual, expected, q, k, pos_q, pos_k, theta_kw) -> str | None:
+    """Properties of a wrong score: equal positions give q·k; shifting both positions keeps the score."""
+    if not is_float_tensor(actual, tuple(expected.shape)):
+        return None
+    a, e = float(actual), float(expected)
+    if abs(a - e) <= 1e-3 * max(1.0, abs(e)):
+        return ("误差很小，在 float32 精度的量级：计算链中某处没有用 float64——检查 rope_score 调用 precompute_rope_freqs "
+                "时是否传了 dtype=q.dtype，以及两个函数对 float64 输入是否全程用 float64 计算")
+    if pos_q == pos_k:
+        return "两个位置相同时，q 和 k 转同样的角度、互相抵消，分数应该等于 q·k，你的不是"
+    shifted = probe(student, "rope_score", q, k, pos_q + 7, pos_k + 7, **theta_kw)
+    if not is_float_tensor(shifted) or shifted.numel() != 1:
+        return None
+    if abs(float(shifted) - a) > 1e-6 * max(1.0, abs(a)):
+        return ("相对位置性质不成立：把 pos_q 和 pos_k 同时加上同一个数，你的分数变了。RoPE 的分数应该只取决于 "
+                "pos_k − pos_q：检查 q、k 是否分别按 pos_q、pos_k 旋转，并且用同一套 cos/sin")
+    return ("你的分数满足相对位置性质（两个位置同时平移时不变），但数值不对：检查频率 θ^(-2i/d)、"
+            "相邻配对 (2i, 2i+1) 和旋转公式")
+
+
 def score_check(student, rng, pairs, theta=None):
     d = 2 * randint(rng, 6, 12)
     q = 1.5 * torch.randn(d, generator=rng, dtype=torch.float64)
     k = 1.5 * torch.randn(d, generator=rng, dtype=torch.float64)
-    for pos_q, pos_k in pairs:
-        if theta is None:
-            actual = student.call("rope_score", q, k, pos_q, pos_k)
-            expected = ref.rope_score(q, k, pos_q, pos_k)
-        else:
-            actual = student.call("rope_score", q, k, pos_q, pos_k, theta=theta)
-            expected = ref.rope_score(q, k, pos_q, pos_k, theta=theta)
-        expect_close_diagnosed(actual, expected, F64, score_variants(q, k, pos_q, pos_k, theta or 10000.0),
-                               "rope_score 的返回值")
+    theta_kw = {} if theta is None else {"theta": theta}
+    actuals = []
+    for index, (pos_q, pos_k) in enumerate(pairs):
+        actual = student.call("rope_score", q, k, pos_q, pos_k, **theta_kw)
+        actuals.append(actual)
+        expected = ref.rope_score(q, k, pos_q, pos_k, **theta_kw)
+        try:
+            expect_close(actual, expected, F64, "rope_score 的返回值")
+        except CheckFailed as failure:
+            # the scores at the remaining pairs too: a variant must explain all of them
+            actuals += [probe(student, "rope_score", q, k, *pair, **theta_kw) for pair in pairs[index + 1:]]
+            variant = score_diagnosis(student, actuals, pairs, q, k, theta or 10000.0)
+            if variant:
+                raise named(failure, VARIANTS[variant]) from None
+            raise localised(failure, score_hint(student, actual, expected, q, k, pos_q, pos_k, theta_kw)) from None
 
 
 @check("rope_relative", points=1.5)

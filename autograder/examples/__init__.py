@@ -21,6 +21,7 @@ class Mistake:
     description: str
     edits: tuple[tuple[str, str], ...]  # (old, new): `old` occurs exactly once in the notebook's code cells
     failing: frozenset[str]  # names of the checks that must fail; every other check must pass
+    diagnosis: str | None = None  # the catalogued variant (VARIANTS) the failing checks must name
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,9 @@ class Alternative:
     edits: tuple[tuple[str, str], ...]
 
 
-def mistake(name: str, description: str, edits: list[tuple[str, str]], failing: set[str]) -> Mistake:
-    return Mistake(name, description, tuple(edits), frozenset(failing))
+def mistake(name: str, description: str, edits: list[tuple[str, str]], failing: set[str],
+            diagnosis: str | None = None) -> Mistake:
+    return Mistake(name, description, tuple(edits), frozenset(failing), diagnosis)
 
 
 def alternative(name: str, description: str, edits: list[tuple[str, str]]) -> Alternative:

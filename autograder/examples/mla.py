@@ -3,49 +3,67 @@ from autograder.examples import alternative, mistake
 MODULE_OUT = {"test_module_forward_backward_float64", "test_module_additive_mask", "test_module_float32_no_mask"}
 CACHE_ALL = {"test_cache_chapter_version", "test_cache_with_rope_key", "test_cache_bytes_and_layers"}
 BONUS_ALL = {"test_absorbed_causal_float64", "test_absorbed_no_mask_float64"}
+HAND_ALL = {"test_hand_mha_bytes", "test_hand_gqa_bytes", "test_hand_mla_bytes"}
+HAND_LINES = ("mha_bytes = 2 * batch * seq_len * num_heads * head_dim * 2",
+              "gqa_bytes = 2 * batch * seq_len * num_kv_heads * head_dim * 2",
+              "mla_bytes = batch * seq_len * (d_latent + d_rope) * 2")
+
+
+def hand_bytes(tail: str) -> list[tuple[str, str]]:
+    """Edits that end all three hand answers with `tail` instead of FP16's ` * 2` (one unit slip everywhere)."""
+    return [(line, line.removesuffix(" * 2") + tail) for line in HAND_LINES]
+
 
 MISTAKES = [
     mistake(
         "cache_returns_k", "forward returns K = W_k_up(c_kv) as the cache instead of the latent c_kv",
         [("return self.W_o(out), c_kv", "return self.W_o(out), self.W_k_up(c_kv)")],
         {"test_module_forward_backward_float64", "test_module_float32_no_mask"},
+        diagnosis="cache_returns_k",
     ),
     mistake(
         "cache_returns_v", "forward returns the per-head V tensor [B, H, S, d_head] as the cache",
         [("return self.W_o(out), c_kv", "return self.W_o(out), v")],
         {"test_module_forward_backward_float64", "test_module_float32_no_mask"},
+        diagnosis="cache_returns_v",
     ),
     mistake(
         "no_scale", "scores not divided by sqrt(d_head)",
         [("scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)", "scores = q @ k.transpose(-2, -1)")],
         MODULE_OUT,
+        diagnosis="no_scale",
     ),
     mistake(
         "scale_d_model", "scores divided by sqrt(d_model) instead of sqrt(d_head)",
         [("scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)",
           "scores = q @ k.transpose(-2, -1) / math.sqrt(D)")],
         MODULE_OUT,
+        diagnosis="scale_d_model",
     ),
     mistake(
         "mask_ignored", "the mask argument is never applied",
         [("scores = scores + mask\n        out = (F.softmax", "pass\n        out = (F.softmax")],
         {"test_module_forward_backward_float64", "test_module_additive_mask"},
+        diagnosis="mask_ignored",
     ),
     mistake(
         "mask_as_boolean", "only the -inf entries of the mask are used (masked_fill); finite values are ignored",
         [("scores = scores + mask\n        out = (F.softmax",
           "scores = scores.masked_fill(torch.isinf(mask), float(\"-inf\"))\n        out = (F.softmax")],
         {"test_module_additive_mask"},
+        diagnosis="mask_as_boolean",
     ),
     mistake(
         "w_k_up_for_v", "V is decompressed with W_k_up (the up-projections mixed up); W_v_up is unused",
         [("v = self.W_v_up(c_kv)", "v = self.W_k_up(c_kv)")],
         MODULE_OUT,
+        diagnosis="w_k_up_for_v",
     ),
     mistake(
         "bias_true", "W_q built with bias=True: an extra parameter the pinned weights do not have",
         [("self.W_q = nn.Linear(d_model, d_model, bias=False)", "self.W_q = nn.Linear(d_model, d_model, bias=True)")],
         {"test_module_parameters"} | MODULE_OUT | BONUS_ALL,
+        diagnosis="linear_bias",
     ),
     mistake(
         "latent_for_k_and_v", "the latent counted twice, once for K and once for V (factor 2), function and hand answer",
@@ -54,6 +72,7 @@ MISTAKES = [
          ("mla_bytes = batch * seq_len * (d_latent + d_rope) * 2",
           "mla_bytes = 2 * batch * seq_len * (d_latent + d_rope) * 2")],
         CACHE_ALL | {"test_hand_mla_bytes"},
+        diagnosis="latent_for_k_and_v",
     ),
     mistake(
         "rope_key_forgotten", "the decoupled RoPE key left out of the cache (the chapter's count)",
@@ -61,12 +80,14 @@ MISTAKES = [
           "return batch * seq_len * d_latent * bytes_per_element * num_layers"),
          ("mla_bytes = batch * seq_len * (d_latent + d_rope) * 2", "mla_bytes = batch * seq_len * d_latent * 2")],
         {"test_cache_with_rope_key", "test_hand_mla_bytes"},
+        diagnosis="rope_key_forgotten",
     ),
     mistake(
         "latent_per_head", "the MLA hand answer counts one latent per head",
         [("mla_bytes = batch * seq_len * (d_latent + d_rope) * 2",
           "mla_bytes = batch * seq_len * num_heads * (d_latent + d_rope) * 2")],
         {"test_hand_mla_bytes"},
+        diagnosis="latent_per_head",
     ),
     mistake(
         "hand_k_only", "MHA and GQA hand answers count K only (no factor 2 for V)",
@@ -74,32 +95,169 @@ MISTAKES = [
          ("gqa_bytes = 2 * batch * seq_len * num_kv_heads * head_dim * 2",
           "gqa_bytes = batch * seq_len * num_kv_heads * head_dim * 2")],
         {"test_hand_mha_bytes", "test_hand_gqa_bytes"},
+        diagnosis="k_only",
     ),
     mistake(
         "absorbed_no_scale", "the absorbed path forgets 1/sqrt(d_head)",
         [("scores = q_latent @ c_kv[:, None].transpose(-2, -1) / math.sqrt(d_head)",
           "scores = q_latent @ c_kv[:, None].transpose(-2, -1)")],
         BONUS_ALL,
+        diagnosis="no_scale",
     ),
     mistake(
         "absorbed_w_k_for_v", "the absorbed path applies W_k_up's weight on the value side",
         [("w_v = mla.W_v_up.weight.view(H, d_head, -1)", "w_v = mla.W_k_up.weight.view(H, d_head, -1)")],
         BONUS_ALL,
+        diagnosis="w_k_up_for_v",
     ),
     mistake(
         "absorbed_wrong_split", "the absorbed path splits W_k_up.weight.T into heads instead of W_k_up.weight",
         [("w_k = mla.W_k_up.weight.view(H, d_head, -1)", "w_k = mla.W_k_up.weight.t().reshape(H, d_head, -1)")],
         BONUS_ALL,
+        diagnosis="absorbed_wrong_split",
     ),
     mistake(
         "absorbed_mask_ignored", "the absorbed path never applies the mask",
         [("scores = scores + mask\n    context_latent", "pass\n    context_latent")],
         {"test_absorbed_causal_float64"},
+        diagnosis="mask_ignored",
     ),
     mistake(
         "absorbed_calls_forward", "the bonus just calls the module's forward, which materialises K and V",
         [("H, d_head = mla.num_heads, mla.d_head", "return mla(x, mask)[0]")],
         {"test_absorbed_causal_float64", "test_absorbed_no_mask_float64"},
+        diagnosis="absorbed_materialises_kv",
+    ),
+    # --- the attention ---------------------------------------------------------------------------------
+    mistake(
+        "mask_multiplied", "the additive mask multiplied into the scores (0 * score, score * -inf)",
+        [("scores = scores + mask\n        out = (F.softmax", "scores = scores * mask\n        out = (F.softmax")],
+        {"test_module_forward_backward_float64", "test_module_additive_mask"},
+        diagnosis="mask_multiplied",
+    ),
+    mistake(
+        "softmax_wrong_dim", "softmax over the query positions (dim=-2) instead of the key positions",
+        [("out = (F.softmax(scores, dim=-1) @ v)", "out = (F.softmax(scores, dim=-2) @ v)")],
+        MODULE_OUT,
+        diagnosis="softmax_wrong_dim",
+    ),
+    mistake(
+        "w_v_up_for_k", "K is decompressed with W_v_up (the up-projections mixed up); W_k_up is unused",
+        [("k = self.W_k_up(c_kv)", "k = self.W_v_up(c_kv)")],
+        MODULE_OUT,
+        diagnosis="w_v_up_for_k",
+    ),
+    mistake(
+        "view_without_transpose", "q, k, v viewed straight into [B, H, S, d_head] (no transpose); merged back "
+        "with transpose(1, 2) as in the chapter",
+        [("q = self.W_q(x).view(B, S, self.num_heads, self.d_head).transpose(1, 2)",
+          "q = self.W_q(x).view(B, self.num_heads, S, self.d_head)"),
+         ("k = self.W_k_up(c_kv).view(B, S, self.num_heads, self.d_head).transpose(1, 2)",
+          "k = self.W_k_up(c_kv).view(B, self.num_heads, S, self.d_head)"),
+         ("v = self.W_v_up(c_kv).view(B, S, self.num_heads, self.d_head).transpose(1, 2)",
+          "v = self.W_v_up(c_kv).view(B, self.num_heads, S, self.d_head)")],
+        MODULE_OUT,
+        diagnosis="view_without_transpose",
+    ),
+    mistake(
+        "merge_heads_without_transpose", "the heads merged with reshape straight from [B, H, S, d_head]",
+        [("out = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, S, D)",
+          "out = (F.softmax(scores, dim=-1) @ v).reshape(B, S, D)")],
+        MODULE_OUT,
+        diagnosis="merge_heads_without_transpose",
+    ),
+    mistake(
+        "no_output_projection", "the merged heads returned without the output projection W_o",
+        [("return self.W_o(out), c_kv", "return out, c_kv")],
+        MODULE_OUT,
+        diagnosis="no_output_projection",
+    ),
+    mistake(
+        "no_scale_and_merge_without_transpose", "two slips at once (no scale, heads merged without transpose): "
+        "no single variant explains it, so nothing is named; the causal check says the future leaks",
+        [("scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)", "scores = q @ k.transpose(-2, -1)"),
+         ("out = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, S, D)",
+          "out = (F.softmax(scores, dim=-1) @ v).reshape(B, S, D)")],
+        MODULE_OUT,
+    ),
+    mistake(
+        "kept_w_k_w_v", "MHA's W_k and W_v kept next to the up-projections (unused parameters)",
+        [("self.W_o = nn.Linear(d_model, d_model, bias=False)",
+          "self.W_k = nn.Linear(d_model, d_model, bias=False)\n"
+          "        self.W_v = nn.Linear(d_model, d_model, bias=False)\n"
+          "        self.W_o = nn.Linear(d_model, d_model, bias=False)")],
+        {"test_module_parameters"} | MODULE_OUT | BONUS_ALL,
+        diagnosis="kept_w_k_w_v",
+    ),
+    # --- byte counts -------------------------------------------------------------------------------
+    mistake(
+        "cached_k_and_v", "the MLA hand answer counts the decompressed K and V (the MHA cache)",
+        [("mla_bytes = batch * seq_len * (d_latent + d_rope) * 2",
+          "mla_bytes = 2 * batch * seq_len * num_heads * head_dim * 2")],
+        {"test_hand_mla_bytes"},
+        diagnosis="cached_k_and_v",
+    ),
+    mistake(
+        "q_heads_for_kv", "the GQA hand answer uses num_heads KV heads",
+        [("gqa_bytes = 2 * batch * seq_len * num_kv_heads * head_dim * 2",
+          "gqa_bytes = 2 * batch * seq_len * num_heads * head_dim * 2")],
+        {"test_hand_gqa_bytes"},
+        diagnosis="q_heads_for_kv",
+    ),
+    mistake(
+        "fp32_bytes", "all three hand answers with 4 bytes per element",
+        hand_bytes(" * 4"),
+        HAND_ALL,
+        diagnosis="fp32_bytes",
+    ),
+    mistake(
+        "bits_not_bytes", "all three hand answers in bits (16 per FP16 element)",
+        hand_bytes(" * 16"),
+        HAND_ALL,
+        diagnosis="bits_not_bytes",
+    ),
+    mistake(
+        "elements_not_bytes", "elements counted, not bytes: bytes_per_element left out of the function and the "
+        "2 bytes out of the hand answers",
+        [("return batch * seq_len * (d_latent + d_rope) * bytes_per_element * num_layers",
+          "return batch * seq_len * (d_latent + d_rope) * num_layers")] + hand_bytes(""),
+        CACHE_ALL | HAND_ALL,
+        diagnosis="elements_not_bytes",
+    ),
+    mistake(
+        "mib_not_bytes", "mla_cache_bytes returns MiB (bytes / 1024**2)",
+        [("return batch * seq_len * (d_latent + d_rope) * bytes_per_element * num_layers",
+          "return batch * seq_len * (d_latent + d_rope) * bytes_per_element * num_layers / 1024**2")],
+        CACHE_ALL,
+        diagnosis="mib_not_bytes",
+    ),
+    mistake(
+        "mb_not_bytes", "the hand answers in MB (bytes / 1e6), as the chapter prints them",
+        hand_bytes(" * 2 / 1e6"),
+        HAND_ALL,
+        diagnosis="mb_not_bytes",
+    ),
+    mistake(
+        "ignores_num_layers", "mla_cache_bytes never multiplies by num_layers",
+        [("return batch * seq_len * (d_latent + d_rope) * bytes_per_element * num_layers",
+          "return batch * seq_len * (d_latent + d_rope) * bytes_per_element")],
+        {"test_cache_bytes_and_layers"},
+        diagnosis="ignores_num_layers",
+    ),
+    mistake(
+        "ignores_bytes_per_element", "mla_cache_bytes always counts 2 bytes per element",
+        [("return batch * seq_len * (d_latent + d_rope) * bytes_per_element * num_layers",
+          "return batch * seq_len * (d_latent + d_rope) * 2 * num_layers")],
+        {"test_cache_bytes_and_layers"},
+        diagnosis="ignores_bytes_per_element",
+    ),
+    # --- the bonus ---------------------------------------------------------------------------------
+    mistake(
+        "absorbed_scale_d_latent", "the absorbed scores divided by sqrt(d_latent) (the latent width)",
+        [("scores = q_latent @ c_kv[:, None].transpose(-2, -1) / math.sqrt(d_head)",
+          "scores = q_latent @ c_kv[:, None].transpose(-2, -1) / math.sqrt(c_kv.shape[-1])")],
+        BONUS_ALL,
+        diagnosis="absorbed_scale_d_latent",
     ),
 ]
 

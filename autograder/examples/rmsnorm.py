@@ -1,35 +1,101 @@
 from autograder.examples import alternative, mistake
 
+RMS_LINE = "rms = torch.sqrt(torch.mean(xc * xc, dim=-1, keepdim=True) + eps)"
+HAND_RMS = "rms = math.sqrt(sum(v * v for v in x) / len(x))"
+HAND_OUTPUT = "output = [v / rms * g for v, g in zip(x, gamma)]"
+GAMMA_PARAM = "self.gamma = nn.Parameter(torch.ones(d_model))"
+FORWARD_CALL = "return rms_norm(x, self.gamma, self.eps)"
+
+HAND = {"test_hand_rms", "test_hand_output"}
+FUNCTION = {"test_function_float64_batched", "test_function_uses_eps_argument", "test_function_float32_default_eps",
+            "test_function_single_vector"}
+MODULE_OUTPUT = {"test_module_forward_backward_float64", "test_module_forward_float32", "test_module_uses_eps_argument"}
+MODULE = {"test_module_parameters"} | MODULE_OUTPUT
+# small-scale float64 inputs only: where eps sits (or its value, or float64 precision) is invisible at scale 3
+SMALL_SCALE = {"test_function_float64_batched", "test_function_uses_eps_argument", "test_function_single_vector",
+               "test_module_forward_backward_float64", "test_module_uses_eps_argument"}
+
 MISTAKES = [
     mistake(
         "no_sqrt", "RMS without the square root (the chapter's homework-1 formula)",
-        [("rms = torch.sqrt(torch.mean(xc * xc, dim=-1, keepdim=True) + eps)",
-          "rms = torch.mean(xc * xc, dim=-1, keepdim=True) + eps"),
-         ("rms = math.sqrt(sum(v * v for v in x) / len(x))", "rms = sum(v * v for v in x) / len(x)")],
-        {"test_hand_rms", "test_hand_output", "test_function_float64_batched", "test_function_uses_eps_argument",
-         "test_function_float32_default_eps", "test_function_single_vector", "test_module_forward_backward_float64",
-         "test_module_forward_float32"},
+        [(RMS_LINE, "rms = torch.mean(xc * xc, dim=-1, keepdim=True) + eps"),
+         (HAND_RMS, "rms = sum(v * v for v in x) / len(x)")],
+        HAND | FUNCTION | MODULE_OUTPUT, diagnosis="no_sqrt",
     ),
     mistake(
         "eps_outside_root", "eps added after the square root",
-        [("rms = torch.sqrt(torch.mean(xc * xc, dim=-1, keepdim=True) + eps)",
-          "rms = torch.sqrt(torch.mean(xc * xc, dim=-1, keepdim=True)) + eps")],
-        {"test_function_float64_batched", "test_function_uses_eps_argument", "test_function_single_vector",
-         "test_module_forward_backward_float64"},
+        [(RMS_LINE, "rms = torch.sqrt(torch.mean(xc * xc, dim=-1, keepdim=True)) + eps")],
+        SMALL_SCALE, diagnosis="eps_outside_root",
     ),
     mistake(
         "gamma_missing", "the output is not scaled by gamma (hand answer and module)",
         [("return (xc / rms * gamma.to(compute_dtype)).to(x.dtype)", "return (xc / rms).to(x.dtype)"),
-         ("output = [v / rms * g for v, g in zip(x, gamma)]", "output = [v / rms for v in x]")],
-        {"test_hand_output", "test_function_float64_batched", "test_function_uses_eps_argument",
-         "test_function_float32_default_eps", "test_function_single_vector", "test_module_forward_backward_float64",
-         "test_module_forward_float32"},
+         (HAND_OUTPUT, "output = [v / rms for v in x]")],
+        {"test_hand_output"} | FUNCTION | MODULE_OUTPUT, diagnosis="gamma_missing",
     ),
     mistake(
         "extra_beta", "a LayerNorm-style beta parameter in the module",
-        [("self.gamma = nn.Parameter(torch.ones(d_model))",
-          "self.gamma = nn.Parameter(torch.ones(d_model))\n        self.beta = nn.Parameter(torch.zeros(d_model))")],
-        {"test_module_parameters", "test_module_forward_backward_float64"},
+        [(GAMMA_PARAM, GAMMA_PARAM + "\n        self.beta = nn.Parameter(torch.zeros(d_model))")],
+        {"test_module_parameters", "test_module_forward_backward_float64"}, diagnosis="extra_beta",
+    ),
+    mistake(
+        "sum_not_mean", "the sum of squares instead of their mean (the L2 norm, off by sqrt(d)), hand answer too",
+        [(RMS_LINE, "rms = torch.sqrt(torch.sum(xc * xc, dim=-1, keepdim=True) + eps)"),
+         (HAND_RMS, "rms = math.sqrt(sum(v * v for v in x))")],
+        HAND | FUNCTION | MODULE_OUTPUT, diagnosis="sum_not_mean",
+    ),
+    mistake(
+        "layernorm", "the mean subtracted first (LayerNorm without beta), hand answer too",
+        [("xc = x.to(compute_dtype)", "xc = x.to(compute_dtype)\n    xc = xc - xc.mean(dim=-1, keepdim=True)"),
+         (HAND_RMS, "mu = sum(x) / len(x)\nrms = math.sqrt(sum((v - mu) ** 2 for v in x) / len(x))"),
+         (HAND_OUTPUT, "output = [(v - mu) / rms * g for v, g in zip(x, gamma)]")],
+        HAND | FUNCTION | MODULE_OUTPUT, diagnosis="layernorm",
+    ),
+    mistake(
+        "no_eps", "no eps at all: sqrt(mean(x^2))",
+        [(RMS_LINE, "rms = torch.sqrt(torch.mean(xc * xc, dim=-1, keepdim=True))")],
+        SMALL_SCALE, diagnosis="no_eps",
+    ),
+    mistake(
+        "eps_hard_coded", "rms_norm adds a hard-coded 1e-6 instead of its eps argument (the module calls it)",
+        [(RMS_LINE, "rms = torch.sqrt(torch.mean(xc * xc, dim=-1, keepdim=True) + 1e-6)")],
+        {"test_function_uses_eps_argument", "test_module_uses_eps_argument"}, diagnosis="ignores_eps_argument",
+    ),
+    mistake(
+        "module_drops_eps", "the module's forward calls rms_norm without self.eps (the default eps is used)",
+        [(FORWARD_CALL, "return rms_norm(x, self.gamma)")],
+        {"test_module_uses_eps_argument"}, diagnosis="ignores_eps_argument",
+    ),
+    mistake(
+        "mean_over_all_elements", "torch.mean without dim: one rms for the whole tensor",
+        [(RMS_LINE, "rms = torch.sqrt(torch.mean(xc * xc) + eps)")],
+        (FUNCTION - {"test_function_single_vector"}) | MODULE_OUTPUT, diagnosis="mean_over_all_elements",
+    ),
+    mistake(
+        "float64_downcast", "every input computed in float32 (and cast back): float64 loses its precision",
+        [("compute_dtype = torch.promote_types(x.dtype, torch.float32)", "compute_dtype = torch.float32")],
+        SMALL_SCALE, diagnosis="float64_downcast",
+    ),
+    mistake(
+        "gamma_named_weight", "the scale is called weight (nn.RMSNorm's and Hugging Face's name), not gamma",
+        [(GAMMA_PARAM, "self.weight = nn.Parameter(torch.ones(d_model))"),
+         (FORWARD_CALL, "return rms_norm(x, self.weight, self.eps)")],
+        MODULE, diagnosis="gamma_renamed",
+    ),
+    mistake(
+        "gamma_plain_tensor", "gamma is a plain tensor attribute, not an nn.Parameter",
+        [(GAMMA_PARAM, "self.gamma = torch.ones(d_model)")],
+        MODULE, diagnosis="gamma_not_parameter",
+    ),
+    mistake(
+        "gamma_buffer", "gamma registered as a buffer: it loads and the forward is right, but it gets no gradient",
+        [(GAMMA_PARAM, "self.register_buffer(\"gamma\", torch.ones(d_model))")],
+        {"test_module_forward_backward_float64"}, diagnosis="gamma_not_parameter",
+    ),
+    mistake(
+        "gamma_random_init", "gamma initialised with randn instead of ones",
+        [(GAMMA_PARAM, "self.gamma = nn.Parameter(torch.randn(d_model))")],
+        {"test_module_parameters"}, diagnosis="gamma_init_not_ones",
     ),
 ]
 

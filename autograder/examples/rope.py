@@ -14,41 +14,48 @@ MISTAKES = [
           "    return rotated.flatten(-2).to(x.dtype)",
           "return torch.cat([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1).to(x.dtype)")],
         APPLY_ALL | SCORE,
+        diagnosis="half_split_pairing",
     ),
     mistake(
         "positions_start_at_1", "positions 1..seq_len instead of 0..seq_len-1 (the score is shift-invariant)",
         [("positions = torch.arange(seq_len, dtype=torch.float64)",
           "positions = torch.arange(1, seq_len + 1, dtype=torch.float64)")],
         FREQS_VALUES,
+        diagnosis="positions_start_at_1",
     ),
     mistake(
         "exponent_i_over_d", "frequencies theta ** (-i/d) with i the pair index (the 2 forgotten)",
         [("freqs = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)",
           "freqs = theta ** (-torch.arange(0, dim // 2, dtype=torch.float64) / dim)")],
         FREQS_VALUES | SCORE,
+        diagnosis="exponent_i_over_d",
     ),
     mistake(
         "frequencies_inverted", "frequencies theta ** (+2i/d): the sign of the exponent dropped",
         [("freqs = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)",
           "freqs = theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)")],
         FREQS_VALUES | SCORE,
+        diagnosis="frequencies_inverted",
     ),
     mistake(
         "cos_sin_swapped", "precompute returns (sin, cos)",
         [("return angles.cos().to(dtype), angles.sin().to(dtype)",
           "return angles.sin().to(dtype), angles.cos().to(dtype)")],
         FREQS_VALUES | SCORE,
+        diagnosis="cos_sin_swapped",
     ),
     mistake(
         "rotation_sign_flipped", "clockwise rotation: [x0*cos + x1*sin, x1*cos - x0*sin]",
         [("rotated = torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1)",
           "rotated = torch.stack([x0 * cos + x1 * sin, x1 * cos - x0 * sin], dim=-1)")],
         APPLY_ALL | SCORE,
+        diagnosis="rotation_sign_flipped",
     ),
     mistake(
         "float32_compute", "apply_rotary_emb always computes in float32 (the chapter's x.float())",
         [("compute_dtype = torch.promote_types(x.dtype, torch.float32)", "compute_dtype = torch.float32")],
         {"test_apply_float64"} | SCORE,
+        diagnosis="apply_in_float32",
     ),
     mistake(
         "chapter_unsqueeze", "the chapter's cos.unsqueeze(0): [S, D] input gives [1, S, D]; rope_score breaks",
@@ -56,6 +63,7 @@ MISTAKES = [
           "cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)\n"
           "    cos, sin = cos.unsqueeze(0), sin.unsqueeze(0)  # 对齐到 x 的前导维度")],
         {"test_apply_seq_only_float32"} | SCORE,
+        diagnosis="cos_sin_unsqueezed",
     ),
     mistake(
         "layout_guessed_from_shape", "treats 4-D input as [B, S, H, D] when dim 1 matches seq_len (wrong when H == S)",
@@ -64,12 +72,14 @@ MISTAKES = [
           "    if x.dim() == 4 and x.shape[1] == cos.shape[0]:  # looks like [B, S, H, D]\n"
           "        cos, sin = cos[:, None, :], sin[:, None, :]")],
         {"test_apply_heads_equal_seq"},
+        diagnosis="rotated_along_heads",
     ),
     mistake(
         "theta_ignored", "precompute uses 10000 whatever theta is passed",
         [("freqs = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)",
           "freqs = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)")],
         {"test_freqs_theta", "test_score_theta"},
+        diagnosis="theta_ignored",
     ),
     mistake(
         "freqs_angles_in_float32",
@@ -79,6 +89,71 @@ MISTAKES = [
           "freqs = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))\n"
           "    positions = torch.arange(seq_len).float()")],
         {"test_freqs_float64"} | SCORE,
+        diagnosis="freqs_in_float32",
+    ),
+    mistake(
+        "exponent_4i_over_d", "frequencies theta ** (-4i/d): arange(0, dim, 2) is already 2i, multiplied by 2 again",
+        [("freqs = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)",
+          "freqs = theta ** (-2 * torch.arange(0, dim, 2, dtype=torch.float64) / dim)")],
+        FREQS_VALUES | SCORE,
+        diagnosis="exponent_4i_over_d",
+    ),
+    mistake(
+        "table_transposed", "torch.outer(freqs, positions): tables of shape [dim // 2, seq_len]; rope_score breaks",
+        [("angles = torch.outer(positions, freqs)  # [seq_len, dim // 2]",
+          "angles = torch.outer(freqs, positions)")],
+        FREQS_VALUES | {"test_freqs_shapes"} | SCORE,
+        diagnosis="table_transposed",
+    ),
+    mistake(
+        "dtype_argument_ignored", "precompute returns float64 whatever dtype is asked (the final .to(dtype) left out)",
+        [("return angles.cos().to(dtype), angles.sin().to(dtype)", "return angles.cos(), angles.sin()")],
+        {"test_freqs_default_float32", "test_freqs_theta", "test_freqs_shapes"},
+        diagnosis="dtype_argument_ignored",
+    ),
+    mistake(
+        "apply_cos_sin_swapped",
+        "apply_rotary_emb multiplies by sin where cos belongs: [x0*sin - x1*cos, x1*sin + x0*cos]",
+        [("rotated = torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1)",
+          "rotated = torch.stack([x0 * sin - x1 * cos, x1 * sin + x0 * cos], dim=-1)")],
+        APPLY_ALL | SCORE,
+        diagnosis="apply_cos_sin_swapped",
+    ),
+    mistake(
+        "output_dtype_not_restored", "computes in float32 for half types but returns float32 (no .to(x.dtype))",
+        [("return rotated.flatten(-2).to(x.dtype)", "return rotated.flatten(-2)")],
+        {"test_apply_bfloat16"},
+        diagnosis="output_dtype_not_restored",
+    ),
+    mistake(
+        "score_theta_not_passed", "rope_score calls precompute_rope_freqs without theta (the default 10000 is used)",
+        [("precompute_rope_freqs(q.shape[0], max(pos_q, pos_k) + 1, theta, dtype=q.dtype)",
+          "precompute_rope_freqs(q.shape[0], max(pos_q, pos_k) + 1, dtype=q.dtype)")],
+        {"test_score_theta"},
+        diagnosis="score_theta_not_passed",
+    ),
+    mistake(
+        "score_tables_in_float32", "rope_score calls precompute_rope_freqs without dtype=q.dtype: float32 tables",
+        [("precompute_rope_freqs(q.shape[0], max(pos_q, pos_k) + 1, theta, dtype=q.dtype)",
+          "precompute_rope_freqs(q.shape[0], max(pos_q, pos_k) + 1, theta)")],
+        SCORE,
+        diagnosis="score_tables_in_float32",
+    ),
+    mistake(
+        "score_same_row", "rope_score rotates k with row pos_q of the table too: the score is always q·k",
+        [("k_rot = apply_rotary_emb(k[None, :], cos[pos_k : pos_k + 1], sin[pos_k : pos_k + 1])[0]",
+          "k_rot = apply_rotary_emb(k[None, :], cos[pos_q : pos_q + 1], sin[pos_q : pos_q + 1])[0]")],
+        SCORE,
+        diagnosis="score_ignores_positions",
+    ),
+    mistake(
+        "score_positions_swapped", "rope_score rotates q to pos_k and k to pos_q",
+        [("q_rot = apply_rotary_emb(q[None, :], cos[pos_q : pos_q + 1], sin[pos_q : pos_q + 1])[0]\n"
+          "    k_rot = apply_rotary_emb(k[None, :], cos[pos_k : pos_k + 1], sin[pos_k : pos_k + 1])[0]",
+          "q_rot = apply_rotary_emb(q[None, :], cos[pos_k : pos_k + 1], sin[pos_k : pos_k + 1])[0]\n"
+          "    k_rot = apply_rotary_emb(k[None, :], cos[pos_q : pos_q + 1], sin[pos_q : pos_q + 1])[0]")],
+        SCORE,
+        diagnosis="score_positions_swapped",
     ),
 ]
 

@@ -1,0 +1,39 @@
+"""Naming the mistake: the half-split RoPE is named in the student's report, and conventions can keep points."""
+
+import pytest
+
+from autograder.diagnosis import variants_of
+from autograder.engine import GradingOptions, Submission, grade_batch
+from autograder.examples import mistakes
+from autograder.report import render_report
+from grading_helpers import TEST_LIMITS, edited_notebook
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def half_split(tmp_path_factory):
+    m = next(m for m in mistakes("rope") if m.name == "half_split_pairing")
+    path = edited_notebook("rope", m.edits, tmp_path_factory.mktemp("diag") / "rope.ipynb")
+    strict, lenient = (grade_batch([Submission(path, "rope", "alice")],
+                                   GradingOptions(limits=TEST_LIMITS, convention_credit=credit))[0]
+                       for credit in (0.0, 0.5))
+    return strict, lenient
+
+
+def test_half_split_rope_is_named_in_the_report(half_split):
+    strict, _ = half_split
+    assert variants_of("rope")["half_split_pairing"].convention
+    named = [c for p in strict.parts for c in p.checks if c.diagnosis == "half_split_pairing"]
+    assert named and all(not c.passed and c.points == 0 for c in named)
+    html = render_report(strict)
+    assert "rotate_half" in html and "(2i, 2i+1)" in html and "i+d/2" in html.replace(" ", "")
+
+
+def test_the_instructor_can_keep_part_of_the_points_for_a_convention(half_split):
+    strict, lenient = half_split
+    named = {c.name: c for p in lenient.parts for c in p.checks if c.diagnosis == "half_split_pairing"}
+    assert named and all(c.points == pytest.approx(0.5 * c.max_points) for c in named.values())
+    assert lenient.score == pytest.approx(strict.score + 0.5 * sum(c.max_points for c in named.values()))
+    others = [(c.name, c.points) for p in lenient.parts for c in p.checks if c.name not in named]
+    assert others == [(c.name, c.points) for p in strict.parts for c in p.checks if c.name not in named]
