@@ -23,6 +23,7 @@ from autograder.outputs import (ResultStore, atomic_write, notebook_digest, safe
                                 write_results_json)
 from autograder.results import STATUS_ERROR, SubmissionResult
 from autograder.sandbox.process import Limits
+from autograder.sandbox.environment import SandboxEnvironmentError
 from autograder.sandbox.tiers import SandboxUnavailable
 from solutions import ASSIGNMENTS
 
@@ -158,7 +159,7 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
         if todo:
             try:
                 grade_batch([Submission(f.notebook, f.assignment_id, f.student_id) for f, _ in todo], grading, record)
-            except SandboxUnavailable as exc:
+            except (SandboxUnavailable, SandboxEnvironmentError) as exc:
                 raise GradingRunError(str(exc)) from None
         results = store.all(assignment_ids)
         for result in results:  # after a resume the gradebook gets every stored result again (idempotent)
