@@ -199,3 +199,20 @@ def test_report_rerenders_from_stored_results_without_grading(graded_course, mon
     assert result.exit_code == 0, result.output
     assert (course / "out" / "reports" / "alice" / "rmsnorm.html").exists()
     assert (course / "out" / "summary.html").exists()
+
+
+def test_a_manual_score_from_formgrader_survives_a_regrade(graded_course):
+    from nbgrader.api import Gradebook
+
+    course, _ = graded_course
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        grade = gb.find_grade("rmsnorm_hand", "rmsnorm", "rmsnorm", "carol")
+        grade.manual_score = 1.5  # the instructor's override in formgrader
+        gb.db.commit()
+    result = RUNNER.invoke(app, ["grade", "rmsnorm", "--submissions", str(course / "submitted"),
+                                 "--out", str(course / "out"), "--student", "carol", *FAST])
+    assert result.exit_code == 0, result.output
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        grade = gb.find_grade("rmsnorm_hand", "rmsnorm", "rmsnorm", "carol")
+        assert grade.manual_score == 1.5 and grade.auto_score == 0.0 and grade.score == 1.5
+        assert gb.find_submission("rmsnorm", "carol").score == 9.5
