@@ -18,6 +18,16 @@ ATTN_TOL = {torch.float32: dict(rtol=2e-5, atol=2e-5), torch.float64: dict(rtol=
 DTYPES = [torch.float32, torch.float64]
 
 
+def multihead_attention_with(w_q, w_k, w_v, w_o, heads, dtype):
+    """PyTorch's own bias-free nn.MultiheadAttention carrying the given projections (the independent implementation)."""
+    d_model = w_o.weight.shape[0]
+    mha = nn.MultiheadAttention(d_model, heads, bias=False, batch_first=True).to(dtype)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([w_q.weight, w_k.weight, w_v.weight]))
+        mha.out_proj.weight.copy_(w_o.weight)
+    return mha
+
+
 def causal_mask(seq_len, dtype):
     return torch.triu(torch.full((seq_len, seq_len), float("-inf"), dtype=dtype), diagonal=1)
 
@@ -109,10 +119,7 @@ def test_gqa_with_as_many_kv_heads_as_q_heads_is_multihead_attention(dtype):
     torch.manual_seed(4)
     d_model, heads = 32, 4
     module = gqa_saving.GroupedQueryAttention(d_model, heads, heads).to(dtype)
-    mha = nn.MultiheadAttention(d_model, heads, bias=False, batch_first=True).to(dtype)
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.cat([module.W_q.weight, module.W_k.weight, module.W_v.weight]))
-        mha.out_proj.weight.copy_(module.W_o.weight)
+    mha = multihead_attention_with(module.W_q, module.W_k, module.W_v, module.W_o, heads, dtype)
     x = torch.randn(3, 6, d_model, dtype=dtype)
     mask = causal_mask(6, dtype)
     expected, _ = mha(x, x, x, attn_mask=mask, need_weights=False)
@@ -306,10 +313,7 @@ def test_mla_with_identity_down_projection_is_mha(dtype):
     module = mla.MultiHeadLatentAttention(d_model, heads, d_latent=d_model).to(dtype)
     with torch.no_grad():
         module.W_kv_down.weight.copy_(torch.eye(d_model, dtype=dtype))
-    mha = nn.MultiheadAttention(d_model, heads, bias=False, batch_first=True).to(dtype)
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.cat([module.W_q.weight, module.W_k_up.weight, module.W_v_up.weight]))
-        mha.out_proj.weight.copy_(module.W_o.weight)
+    mha = multihead_attention_with(module.W_q, module.W_k_up, module.W_v_up, module.W_o, heads, dtype)
     x = torch.randn(2, 7, d_model, dtype=dtype)
     mask = causal_mask(7, dtype)
     out, c_kv = module(x, mask)
