@@ -10,6 +10,7 @@ folder under /opt/autograde (root) or the user's cache folder (no root; then the
 user's own uid anyway).
 """
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -54,9 +55,18 @@ def default_python() -> Path:
     return Path(sys.executable)
 
 
-def runner_dir() -> Path:
+def runner_version() -> str:
+    """A digest of runner.py and wire.py: checkouts with different runners on one machine don't share a copy."""
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in RUNNER_FILES:
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def runner_dir(site: Path | None = None) -> Path:
     """A world-readable copy of runner.py and wire.py (the checkout itself may sit in a private home)."""
-    return default_site().parent / "runner"
+    return (site or default_site()).parent / "runner" / runner_version()
 
 
 def build(site: Path | None = None, python: Path | None = None, quiet: bool = True) -> SandboxEnvironment:
@@ -75,23 +85,27 @@ def build(site: Path | None = None, python: Path | None = None, quiet: bool = Tr
                 cmd.insert(4, "--quiet")
             subprocess.run(cmd, check=True)
             marker.write_text(wanted)
-        install_runner(site.parent / "runner")
+        install_runner(runner_dir(site))
     finally:
         os.umask(old_umask)
     return locate(site, python)
 
 
 def install_runner(target: Path) -> None:
-    target.mkdir(parents=True, exist_ok=True)
-    here = Path(__file__).parent
-    for name in RUNNER_FILES:
-        data = (here / name).read_bytes()
-        dest = target / name
-        if not dest.exists() or dest.read_bytes() != data:
-            tmp = dest.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            tmp.chmod(0o644)
-            tmp.replace(dest)
+    old_umask = os.umask(0o022)  # world-readable: the sandbox uid must read it
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        here = Path(__file__).parent
+        for name in RUNNER_FILES:
+            data = (here / name).read_bytes()
+            dest = target / name
+            if not dest.exists() or dest.read_bytes() != data:
+                tmp = dest.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_bytes(data)
+                tmp.chmod(0o644)
+                tmp.replace(dest)
+    finally:
+        os.umask(old_umask)
 
 
 def locate(site: Path | None = None, python: Path | None = None) -> SandboxEnvironment:
@@ -102,7 +116,7 @@ def locate(site: Path | None = None, python: Path | None = None) -> SandboxEnvir
         raise SandboxEnvironmentError(
             f"the sandbox environment is not built ({site} has no torch): run `autograde sandbox-setup`"
         )
-    runners = site.parent / "runner"
+    runners = runner_dir(site)
     install_runner(runners)  # keep the runner in step with this checkout
     if not os.access(python, os.X_OK):
         raise SandboxEnvironmentError(f"sandbox interpreter {python} is not executable; set AUTOGRADE_SANDBOX_PYTHON")
