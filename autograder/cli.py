@@ -129,8 +129,7 @@ def sandbox_setup():
 
     env = environment.build()
     typer.echo(f"sandbox environment: {env.python} with {env.site}")
-    probe_uid = 65534 if os.geteuid() == 0 else None
-    typer.echo(f"isolation tiers that work here: {', '.join(tiers.available(probe_uid))}")
+    typer.echo(f"isolation tiers that work here: {', '.join(tiers.available())}")
 
 
 @app.command()

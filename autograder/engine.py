@@ -25,6 +25,7 @@ from autograder.reading import UnreadableNotebook, prepare
 from autograder.results import STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult, SubmissionResult
 from autograder.sandbox import environment, tiers
 from autograder.sandbox.process import Limits, SandboxError
+from autograder.sandbox.zygote import Zygote
 from solutions.student_params import HAND_ASSIGNMENTS, student_answers
 
 
@@ -65,7 +66,10 @@ def grade_batch(submissions: Iterable[Submission], options: GradingOptions = Gra
             on_result(result)
 
     expected = {a: {p.grade_id: p.points for p in spec.parts if not p.written} for a, spec in assignments.items()}
-    run_pytest(GradingPlugin(submissions, grade_job, expected), assignment_ids)
+    try:
+        run_pytest(GradingPlugin(submissions, grade_job, expected), assignment_ids)
+    finally:
+        grader.close()
     return results
 
 
@@ -92,8 +96,18 @@ class Grader:
         self.options = options
         self.secret = options.secret or course_secret(options.root)
         self.environment = environment.locate()
-        probe_uid = 65534 if os.geteuid() == 0 else None
-        self.tier = tiers.choose(options.tier, options.allow_weak_sandbox, probe_uid)
+        self.tier = tiers.choose(options.tier, options.allow_weak_sandbox)
+        self.zygote: Zygote | None = None  # started with the first submission, kept for the batch
+
+    def warm_parent(self) -> Zygote:
+        if self.zygote is None:
+            self.zygote = Zygote(self.environment, self.tier, self.options.limits.startup_timeout).start()
+        return self.zygote
+
+    def close(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
 
     def grade(self, submission: Submission, assignment: Assignment, run_checks) -> SubmissionResult:
         started = time.monotonic()
@@ -120,7 +134,8 @@ class Grader:
             return result
 
         lap("read")
-        run = NotebookRun(self.environment, self.tier, self.options.limits, submission.student_id, prepared.cells)
+        run = NotebookRun(self.environment, self.tier, self.options.limits, submission.student_id, prepared.cells,
+                          self.warm_parent())  # a warm parent that cannot start is the grader's failure, not theirs
         try:
             try:
                 result.cells = run.start(on_started=lambda: lap("sandbox_start"))

@@ -13,6 +13,7 @@ from autograder.reading import CodeCell
 from autograder.results import CellRun
 from autograder.sandbox.environment import SandboxEnvironment
 from autograder.sandbox.process import Limits, Reply, Sandbox, SandboxError
+from autograder.sandbox.zygote import Zygote
 
 MAX_RESTARTS = 8
 
@@ -28,6 +29,7 @@ class NotebookRun:
     limits: Limits
     student_id: str
     cells: list[CodeCell]
+    zygote: Zygote | None = None  # the worker's warm parent (None: each sandbox starts its own)
 
     def __post_init__(self):
         self.sandbox: Sandbox | None = None
@@ -44,7 +46,8 @@ class NotebookRun:
         return self.cell_runs
 
     def _launch(self):
-        self.sandbox = Sandbox(self.environment, self.tier, self.limits, env={"JUPYTERHUB_USER": self.student_id})
+        self.sandbox = Sandbox(self.environment, self.tier, self.limits, env={"JUPYTERHUB_USER": self.student_id},
+                               zygote=self.zygote)
         self.sandbox.start()
 
     def _exec(self, cell: CodeCell) -> Reply:

@@ -13,8 +13,7 @@ from grading_helpers import TEST_LIMITS
 
 pytestmark = pytest.mark.slow
 
-PROBE_UID = 65534 if os.geteuid() == 0 else None
-MACHINE_TIERS = tiers.available(PROBE_UID)
+MACHINE_TIERS = tiers.available()
 
 
 @pytest.fixture(scope="module", params=tiers.TIERS)
@@ -94,3 +93,48 @@ def test_student_id_reaches_the_notebook(sandbox):
 def test_torch_uses_one_thread(sandbox):
     tier, box = sandbox
     assert run(box, "import torch\nTHREADS = torch.get_num_threads()", "THREADS") == 1
+
+
+def test_only_its_own_pipes_are_open_and_no_capability_is_left(sandbox):
+    """The fork of the warm parent keeps nothing of it: not its control socket, no capability at all."""
+    tier, shared = sandbox
+    box = Sandbox(environment.locate(), tier, TEST_LIMITS, zygote=shared.zygote)  # fresh: nothing opened by other tests
+    box.start()
+    try:
+        check_descriptors_and_capabilities(tier, box)
+    finally:
+        box.close()
+
+
+def check_descriptors_and_capabilities(tier, box):
+    fds = run(box, ("import os\ndef _open(fd):\n    try:\n        os.fstat(fd)\n        return True\n"
+                    "    except OSError:\n        return False\nFDS = [fd for fd in range(4096) if _open(fd)]"), "FDS")
+    assert fds == [0, 1, 2, 3, 4]  # /dev/null thrice, then the request and the reply pipe
+    if os.geteuid() == 0:
+        caps = run(box, "CAPS = {l.split(':')[0]: int(l.split()[1], 16) for l in open('/proc/self/status') "
+                        "if l.startswith('Cap')}", "CAPS") if tier != "landlock" else None
+        if caps is not None:
+            assert caps == {"CapInh": 0, "CapPrm": 0, "CapEff": 0, "CapBnd": 0, "CapAmb": 0}
+
+
+def test_two_sandboxes_of_one_warm_parent_cannot_reach_each_other(sandbox):
+    """A second submission forked from the same warm parent: signals and ptrace from the first reach nothing."""
+    tier, box = sandbox
+    if tier == "rlimits" and os.geteuid() != 0:
+        pytest.skip("without root, the rlimits tier's sandboxes share the grader's uid")
+    other = Sandbox(environment.locate(), tier, TEST_LIMITS, zygote=box.zygote)
+    other.start()
+    try:
+        run(other, "import os\nALIVE = os.getpid()", "ALIVE")
+        hits = run(box, (
+            "import os, signal, ctypes\nHITS = []\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "for pid in range(2, 1 << 16):\n"
+            "    if pid == os.getpid():\n        continue\n"
+            "    try:\n        os.kill(pid, 0)\n    except OSError:\n        continue\n"
+            "    if libc.ptrace(16, pid, 0, 0) == 0:\n        HITS.append(('ptrace', pid))\n"
+            "    try:\n        os.kill(pid, signal.SIGKILL)\n        HITS.append(('kill', pid))\n    except OSError:\n        pass\n"
+            "try:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass"), "HITS")
+        assert hits == []
+        assert run(other, "ALIVE2 = 1", "ALIVE2") == 1  # the other sandbox still answers
+    finally:
+        other.close()

@@ -7,19 +7,17 @@ its PID namespace where the tier has one, and every process of its uid).
 
 import json
 import os
-import resource
 import select
 import shutil
 import signal
 import struct
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 
-from autograder.sandbox import uids, wire
+from autograder.sandbox import tiers, uids, wire
 from autograder.sandbox.environment import SandboxEnvironment
-from autograder.sandbox.tiers import COMMANDS, LaunchSpec
+from autograder.sandbox.zygote import BASE_ENV, Zygote, ZygoteError
 
 
 @dataclass(frozen=True)
@@ -76,23 +74,30 @@ class Sandbox:
     tier: str
     limits: Limits
     env: dict = field(default_factory=dict)  # extra environment for the student's code (JUPYTERHUB_USER)
+    zygote: Zygote | None = None  # the worker's warm parent; None: one of its own for this sandbox
 
     def __post_init__(self):
-        self.process = None
+        self.pid = None
         self.lease = None
         self.scratch = None
         self.info = {}
+        self._own_zygote = None
         self._requests = self._replies = None
         self._next_id = 0
+        self._failure = ""
 
     # --- lifetime ---------------------------------------------------------------------------------
 
     def start(self) -> dict:
-        if os.geteuid() == 0:
-            self.lease = uids.acquire()
-        uid = self.lease.uid if self.lease else None
         try:
-            return self._start(uid)
+            if self.zygote is None:
+                self._own_zygote = self.zygote = Zygote(self.environment, self.tier, self.limits.startup_timeout).start()
+            if os.geteuid() == 0:
+                self.lease = uids.acquire()
+            return self._start(self.lease.uid if self.lease else None)
+        except ZygoteError as exc:
+            self.close()
+            raise SandboxDied(str(exc)) from None
         except BaseException:
             self.close()
             raise
@@ -103,65 +108,46 @@ class Sandbox:
             if uid is not None:
                 os.chown(self.scratch, uid, uid)
             os.chmod(self.scratch, 0o700)
-        spec = LaunchSpec(
-            python=str(self.environment.python), site=str(self.environment.site),
-            runner_dir=str(self.environment.runner_dir), scratch=self.scratch,
-            scratch_bytes=self.limits.scratch_bytes, env=self._student_env(),
+        child = tiers.child_spec(self.tier, self.zygote.spec, uid, self.scratch, self.limits.scratch_bytes)
+        workdir = child["workdir"]
+        child.update(
+            env={**BASE_ENV, "HOME": workdir, "MPLCONFIGDIR": workdir, "TMPDIR": workdir, **self.env},
+            limits=self._rlimits(uid), max_request_bytes=self.limits.max_reply_bytes,
+            max_elements=self.limits.max_elements,
         )
         req_read, req_write = os.pipe()
         rep_read, rep_write = os.pipe()
-        config = {"fd_in": req_read, "fd_out": rep_write, "max_request_bytes": self.limits.max_reply_bytes,
-                  "max_elements": self.limits.max_elements}
-        cmd, config = COMMANDS[self.tier](spec, uid, config)
-        limits, nproc_base = self.limits, 0 if uid is not None else len(uids.processes_of(os.getuid()))
-
-        def set_limits():  # runs in the child between fork and exec
-            for which, value in (
-                (resource.RLIMIT_AS, limits.memory_bytes), (resource.RLIMIT_CPU, limits.cpu_seconds),
-                (resource.RLIMIT_FSIZE, limits.file_bytes), (resource.RLIMIT_NOFILE, limits.open_files),
-                (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, nproc_base + limits.processes),
-            ):
-                resource.setrlimit(which, (value, value))
-
-        self._stderr = tempfile.TemporaryFile()
+        self._requests, self._replies = req_write, rep_read
         try:
-            self.process = subprocess.Popen(
-                cmd + [json.dumps(config)], pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=self._stderr, env=self._launcher_env(spec),
-                cwd=self.scratch or "/", preexec_fn=set_limits, start_new_session=True,
-            )
+            self.pid, _ = self.zygote.spawn(child, (req_read, rep_write), timeout=self.limits.startup_timeout)
         finally:
             os.close(req_read)
             os.close(rep_write)
-        self._requests, self._replies = req_write, rep_read
         os.set_blocking(self._requests, False)
         header, _ = self._read(time.monotonic() + self.limits.startup_timeout)
+        if header.get("op") == "failed":
+            error = header.get("error") or {}
+            self._failure = f"{error.get('type')}: {error.get('message')}"
+            raise SandboxProtocolError(f"the sandbox could not confine itself ({self._failure})")
         if header.get("op") != "ready":
             raise SandboxProtocolError("the sandbox did not start properly")
         self.info = header
         return header
 
-    def _student_env(self) -> dict:
-        return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1",
-                "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg", **self.env}
-
-    def _launcher_env(self, spec: LaunchSpec) -> dict:
-        env = dict(spec.env)
-        if self.scratch:
-            env.update(HOME=self.scratch, MPLCONFIGDIR=self.scratch, TMPDIR=self.scratch)
-        return env
+    def _rlimits(self, uid) -> dict:
+        # RLIMIT_NPROC counts every process of the uid: without a pool uid, the grader's own count too
+        base = 0 if uid is not None else len(uids.processes_of(os.getuid()))
+        limits = self.limits
+        return {"memory_bytes": limits.memory_bytes, "cpu_seconds": limits.cpu_seconds,
+                "file_bytes": limits.file_bytes, "open_files": limits.open_files, "core_bytes": 0,
+                "processes": base + limits.processes}
 
     def close(self) -> None:
         """Kill everything the sandbox started and give its uid back."""
-        if self.process is not None:
-            if self.process.poll() is None:
-                try:
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                self.process.kill()
-            self.process.wait()
-            self.process = None
+        if self.pid is not None:
+            if self.zygote is not None:
+                self.zygote.kill(self.pid)
+            self.pid = None
         for fd in (self._requests, self._replies):
             if fd is not None:
                 os.close(fd)
@@ -172,13 +158,12 @@ class Sandbox:
         if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
+        if self._own_zygote is not None:
+            self._own_zygote.close()
+            self._own_zygote = self.zygote = None
 
     def startup_errors(self) -> str:
-        try:
-            self._stderr.seek(0)
-            return self._stderr.read(4000).decode("utf-8", "replace")
-        except (OSError, ValueError, AttributeError):
-            return ""
+        return self._failure or (self.zygote.errors() if self.zygote is not None else "")
 
     def __enter__(self):
         self.start()
@@ -191,7 +176,7 @@ class Sandbox:
 
     def request(self, header: dict, values: dict | None, timeout: float) -> Reply:
         """Send one request and wait for its reply; the runner's own timer gets `timeout`."""
-        if self.process is None:
+        if self.pid is None:
             raise SandboxDied("the sandbox is not running")
         self._next_id += 1
         header = dict(header, id=self._next_id, timeout=timeout)
@@ -254,12 +239,11 @@ class Sandbox:
             raise SandboxTimeout("no answer within the time budget")
 
     def _death_reason(self) -> str:
-        code = self.process.poll() if self.process else None
+        code = self.zygote.status(self.pid, timeout=1.0) if (self.zygote is not None and self.pid) else None
         if code is None:
-            try:
-                code = self.process.wait(timeout=1)
-            except subprocess.TimeoutExpired:
-                return "the sandbox closed its pipe"
+            return "the sandbox closed its pipe"
         if code < 0:
             return f"the sandbox was killed by signal {signal.Signals(-code).name}"
+        if code > 128 and code - 128 in signal.Signals._value2member_map_:
+            return f"the sandbox was killed by signal {signal.Signals(code - 128).name}"
         return f"the sandbox exited with status {code}"

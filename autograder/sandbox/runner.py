@@ -1,8 +1,9 @@
 """The sandbox side: run one student's notebook code, then answer the grader's probes.
 
-Started by the grader as `python -I -S runner.py CONFIG_JSON` inside the sandbox, with two pipes
-(requests in, replies out) and nothing of the course in view. It imports only the standard
-library, torch and wire.py (which sits next to it). Everything it sends is plain data in wire.py's
+Started by the grader as `python -I -S runner.py CONFIG_JSON` inside the tier's view (nothing of
+the course in it), as a warm parent (the zygote, see `zygote`): it imports torch once and forks a
+confined child per submission, which gets two pipes (requests in, replies out). It imports only
+the standard library, torch, what the notebooks import, and wire.py (which sits next to it). Everything it sends is plain data in wire.py's
 format; pass/fail is never decided here, so whatever the student's code does to this process
 (monkeypatching, exiting, forging output) can at most make its own answers wrong.
 
@@ -279,31 +280,8 @@ def _restore(namespace, snapshot):
     namespace.update(snapshot)
 
 
-def main():
-    config = json.loads(sys.argv[1])
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:0] = [here, config["site"]]
-    fd_in, fd_out = config["fd_in"], config["fd_out"]
-    # the student's prints go to a capped buffer; C-level writes to fd 1 and 2 go nowhere
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    os.environ["MPLBACKEND"] = "Agg"
-    import torch  # noqa: E402  (after sys.path is set)
-
-    torch.set_num_threads(1)
-    # the first backward through a matmul imports much of torch (sympy among it): pay that here, once,
-    # and not inside the first probe's time budget
-    _w = torch.zeros(2, 2, requires_grad=True)
-    (torch.ones(1, 2) @ _w).sum().backward()
-    del _w
-    import wire  # noqa: E402
-
-    landlock_abi = None
-    if config.get("landlock"):
-        landlock_abi = apply_landlock(config["landlock"]["read"], config["landlock"]["write"])
-    os.chdir(config.get("workdir", "/tmp"))
-
+def serve(torch, wire, fd_in, fd_out, config, landlock_abi):
+    """Answer the grader's requests on fd_in/fd_out until it says exit or closes the pipe."""
     builtins_snapshot = dict(vars(builtins))  # restored after every request: patches to builtins don't last
     runner = Runner(torch, wire, config)
     wire.write_frame(fd_out, {"op": "ready", "torch": torch.__version__, "python": sys.version.split()[0],
@@ -342,6 +320,235 @@ def main():
         except BaseException as exc:  # a result that cannot be sent (e.g. too deep): say so instead
             reply.update(ok=False, error={"type": "Unsendable", "message": _describe(exc)["message"], "traceback": ""})
             wire.write_frame(fd_out, reply, None)
+
+
+# --- the warm parent (zygote) and the confinement of each child -----------------------------------
+#
+# The zygote imports torch (and what the notebooks import) once, runs nothing parallel, and then
+# only forks: one child per submission. It never runs student code and holds nothing of any
+# student: each child closes every descriptor but its own two pipes, enters fresh namespaces,
+# drops to its pool uid without capabilities, sets its limits and only then reads the first cell.
+
+_CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+_CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
+NAMESPACE_FLAGS = {"mount": _CLONE_NEWNS, "uts": _CLONE_NEWUTS, "ipc": _CLONE_NEWIPC, "pid": _CLONE_NEWPID,
+                   "net": _CLONE_NEWNET}
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
+_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS = 1, 24, 38
+_RLIMITS = {"memory_bytes": "RLIMIT_AS", "cpu_seconds": "RLIMIT_CPU", "file_bytes": "RLIMIT_FSIZE",
+            "open_files": "RLIMIT_NOFILE", "core_bytes": "RLIMIT_CORE", "processes": "RLIMIT_NPROC"}
+FD_IN, FD_OUT = 3, 4
+
+
+def _libc_call(result, what):
+    if result != 0:
+        raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def _keep_only(fd_in, fd_out):
+    """fd_in and fd_out become 3 and 4; every other descriptor above 2 is closed; 0-2 go to /dev/null."""
+    import fcntl
+
+    high_in, high_out = fcntl.fcntl(fd_in, fcntl.F_DUPFD, 100), fcntl.fcntl(fd_out, fcntl.F_DUPFD, 100)
+    os.dup2(high_in, FD_IN)
+    os.dup2(high_out, FD_OUT)
+    os.closerange(FD_OUT + 1, 65536)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _private_tmp(libc, size, uid, workdir):
+    """A fresh mount view: private propagation, our own /tmp (size-capped) and /dev/shm, a /proc of our PID namespace."""
+    _libc_call(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "making mounts private")
+    options = f"size={int(size)},nr_inodes=65536,mode=0755".encode()
+    _libc_call(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, options), "mounting /tmp")
+    if os.path.isdir("/dev/shm"):
+        _libc_call(libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                              b"size=1048576,mode=0755"), "mounting /dev/shm")
+    _libc_call(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), "mounting /proc")
+    os.makedirs(workdir, mode=0o700, exist_ok=True)
+    if uid is not None:
+        os.chown(workdir, uid, uid)
+
+
+def _drop_to(libc, uid):
+    """No capability left, not even in the bounding set; the pool uid and gid; no way back (no_new_privs)."""
+    if uid is not None:
+        for cap in range(64):
+            if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:  # EINVAL: past the last
+                break
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    _libc_call(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "setting no_new_privs")
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # cleared by the uid change: set it after
+
+
+def _set_limits(limits):
+    import resource
+
+    for key, name in _RLIMITS.items():
+        if key in limits:
+            value = int(limits[key])
+            resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def _child(torch, wire, spec, fd_in, fd_out, report_fd):
+    """In the fork of the zygote: confine, then serve. Never returns."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    status, out = 70, fd_out
+    try:
+        os.setsid()
+        flags = 0
+        for name in spec.get("namespaces", []):
+            flags |= NAMESPACE_FLAGS[name]
+        if flags:
+            _libc_call(libc.unshare(flags), "unshare")
+        if flags & _CLONE_NEWPID:
+            # the next process is PID 1 of the new namespace: when it dies, everything in it dies
+            inner = os.fork()
+            if inner:
+                os.write(report_fd, f"{inner}\n".encode())
+                os.close(report_fd)
+                os.close(fd_in)
+                os.close(fd_out)
+                libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+                _, code = os.waitpid(inner, 0)
+                os._exit(os.waitstatus_to_exitcode(code) & 0xFF if os.WIFEXITED(code) else 128 + os.WTERMSIG(code))
+        else:
+            os.write(report_fd, f"{os.getpid()}\n".encode())
+        os.close(report_fd)
+        _keep_only(fd_in, fd_out)
+        out = FD_OUT
+        uid = spec.get("uid")
+        if spec.get("private_tmp"):
+            _private_tmp(libc, spec["private_tmp"], uid, spec["workdir"])
+        _set_limits(spec.get("limits", {}))
+        _drop_to(libc, uid)
+        abi = None
+        if spec.get("landlock"):
+            abi = apply_landlock(spec["landlock"]["read"], spec["landlock"]["write"])
+        os.chdir(spec["workdir"])
+        os.environ.clear()
+        os.environ.update(spec.get("env", {}))
+        serve(torch, wire, FD_IN, FD_OUT, spec, abi)
+        status = 0
+    except BaseException as exc:  # confinement failed: say why on the reply pipe, if it is there
+        try:
+            wire.write_frame(out, {"op": "failed", "error": _describe(exc)})
+        except BaseException:
+            pass
+    finally:
+        os._exit(status)
+
+
+def warm_up(site):
+    """Import torch and what the notebooks import, once; run nothing parallel (children are forked from here)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [here, site]
+    os.environ["MPLBACKEND"] = "Agg"
+    import torch  # noqa: E402  (after sys.path is set)
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    # the first backward through a matmul imports much of torch (sympy among it): pay that here, once
+    _w = torch.zeros(2, 2, requires_grad=True)
+    (torch.nn.functional.softmax(torch.ones(1, 2) @ _w, dim=-1)).sum().backward()
+    del _w
+    import wire  # noqa: E402
+
+    for name in ("numpy", "matplotlib.pyplot", "hashlib", "math", "random"):
+        try:
+            __import__(name)
+        except Exception:  # a notebook that needs it will say so itself
+            pass
+    return torch, wire
+
+
+def zygote(config):
+    """Fork one confined child per `spawn` request on the control socket; kill and reap them on request."""
+    import socket
+
+    torch, wire = warm_up(config["site"])
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the grader died: so do we
+    control = socket.socket(fileno=config["control_fd"])
+    threads = len(os.listdir(f"/proc/{os.getpid()}/task")) if os.path.isdir("/proc/self/task") else None
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    children, exited = {}, {}  # monitor pid -> inner pid; monitor pid -> exit code
+
+    def reap():
+        while children:
+            try:
+                pid, code = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            children.pop(pid, None)
+            exited[pid] = os.waitstatus_to_exitcode(code)
+            while len(exited) > 256:
+                exited.pop(next(iter(exited)))
+
+    def send(message):
+        control.sendall(json.dumps(message).encode())
+
+    send({"op": "ready", "pid": os.getpid(), "threads": threads, "torch": torch.__version__})
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(control, 1 << 20, 2)
+        except OSError:
+            return
+        if not data:
+            return  # the grader closed its end
+        request = json.loads(data)
+        op = request.get("op")
+        reap()
+        if op == "spawn":
+            fd_in, fd_out = fds
+            report_read, report_write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                os.close(report_read)
+                _child(torch, wire, request["spec"], fd_in, fd_out, report_write)
+            os.close(fd_in)
+            os.close(fd_out)
+            os.close(report_write)
+            with os.fdopen(report_read, "rb") as report:
+                line = report.readline().strip()
+            inner = int(line) if line.isdigit() else None
+            children[pid] = inner
+            send({"op": "spawned", "pid": pid, "inner": inner})
+        elif op == "kill":
+            pid = int(request["pid"])
+            inner = children.get(pid)
+            for target, group in ((pid, True), (inner, False), (pid, False)):
+                if target:
+                    try:
+                        (os.killpg if group else os.kill)(target, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            send({"op": "killed", "pid": pid})
+        elif op == "status":
+            pid, deadline = int(request["pid"]), time.monotonic() + float(request.get("timeout", 0))
+            while pid in children and time.monotonic() < deadline:
+                time.sleep(0.01)
+                reap()
+            send({"op": "status", "pid": pid, "code": exited.get(pid), "running": pid in children})
+        else:
+            for fd in fds:
+                os.close(fd)
+            send({"op": "error", "message": f"unknown op {op!r}"})
+
+
+def main():
+    config = json.loads(sys.argv[1])
+    zygote(config)
 
 
 if __name__ == "__main__":

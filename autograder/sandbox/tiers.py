@@ -1,14 +1,22 @@
 """Isolation tiers, strongest first, and the probe that tells which this machine can run.
 
-- bubblewrap: its own user, PID, network (loopback only), IPC and mount namespaces; a read-only
-  view of /usr, the sandbox environment and the runner, a size-capped tmpfs as the only writable
-  place; started as an unprivileged uid (as root: a uid from the pool, dropped with setpriv before
-  bwrap starts, since bwrap started as root keeps its capabilities). Plus rlimits.
-- landlock: where user namespaces are blocked. Landlock limits reads to /usr, the environment and
-  the runner and writes to a scratch folder, forbids TCP (ABI >= 4) and signals out of the domain
-  (ABI >= 6); as root also a PID and network namespace (unshare) and a pool uid. Plus rlimits.
-- rlimits: rlimits and a wall-clock timeout only (a pool uid as root). Must be asked for
-  explicitly, and is named in every result and report.
+Every tier starts one warm parent per grading worker (runner.py's zygote: torch imported once) and
+forks one process per submission from it; that process confines itself before it reads the first
+cell, as `child_spec` says. Where the grader is root, each submission's process drops to its own
+uid from the pool (uids.py) with no capabilities left, not even in the bounding set, and
+no_new_privs; its limits are rlimits (memory, CPU, file size, processes, open files) plus a
+wall-clock timeout kept by the grader.
+
+- bubblewrap: the warm parent lives in a bubblewrap view (read-only /usr, the sandbox environment
+  and the runner; nothing of the repository or the course) with its own PID, network, IPC and UTS
+  namespaces. Each submission's process enters fresh mount (its own size-capped tmpfs as /tmp and
+  the only writable place, its own /dev/shm and /proc), PID (killed as a whole), network (not even
+  loopback is up), IPC and UTS namespaces. As root, bubblewrap needs no user namespace.
+- landlock: Landlock limits reads to /usr, the environment and the runner and writes to a scratch
+  folder, forbids TCP (ABI >= 4) and signals out of the domain (ABI >= 6); as root also its own PID,
+  network, IPC and UTS namespaces.
+- rlimits: rlimits and a wall-clock timeout only. Must be asked for explicitly, and is named in
+  every result and report.
 """
 
 import ctypes
@@ -42,94 +50,98 @@ def landlock_abi() -> int:
         return 0
 
 
-def drop_privileges(uid: int | None) -> list[str]:
-    """setpriv to a pool uid when the grader is root; nothing otherwise."""
-    if uid is None:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        raise SandboxUnavailable("running as root needs `setpriv` (util-linux) to drop to a sandbox uid")
-    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"]
-
-
 @dataclass(frozen=True)
 class LaunchSpec:
-    """What the sandbox needs to know to start: paths outside and the runner's config."""
+    """Where the sandbox's parts are on the host, and the environment of the warm parent."""
 
     python: str
     site: str
     runner_dir: str
-    scratch: str | None  # a host folder for the tiers without a private tmpfs
-    scratch_bytes: int
     env: dict
+    home: str | None = None  # a host folder for the warm parent's own files (tiers without a private /tmp)
 
 
-def bubblewrap_command(spec: LaunchSpec, uid: int | None, config: dict) -> tuple[list[str], dict]:
+# The warm parent (runner.py's zygote) is started once per grading worker; each submission's process
+# is a fork of it that confines itself (`child_spec`) before it reads the student's first cell.
+# The warm parent runs only the runner's code; it is root where the grader is, so that each child can
+# enter its own namespaces and drop to its pool uid.
+
+
+def bubblewrap_command(spec: LaunchSpec, root: bool) -> list[str]:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable("bubblewrap is not installed (apt-get install bubblewrap)")
-    config = dict(config, site="/sandbox/site", workdir="/tmp/work")
-    cmd = drop_privileges(uid) + [
-        bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+    # as root: no user namespace (the children must take real pool uids); the capabilities stay with the
+    # warm parent, which runs only runner.py, and every child drops all of them before student code runs
+    unshare = (["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+               if root else ["--unshare-all"])
+    cmd = [
+        bwrap, *unshare, "--die-with-parent", "--new-session", "--cap-add", "ALL",
         "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-        "--symlink", "usr/bin", "/bin",
+        "--symlink", "usr/bin", "/bin", "--perms", "0755", "--dir", "/sandbox",
         "--ro-bind", spec.site, "/sandbox/site",
         "--ro-bind", os.path.join(spec.runner_dir, "runner.py"), "/sandbox/runner.py",
         "--ro-bind", os.path.join(spec.runner_dir, "wire.py"), "/sandbox/wire.py",
-        "--proc", "/proc", "--dev", "/dev",
-        "--size", str(spec.scratch_bytes), "--tmpfs", "/tmp", "--dir", "/tmp/work", "--chdir", "/tmp/work",
+        "--proc", "/proc", "--dev", "/dev", "--size", str(64 * 1024**2), "--tmpfs", "/tmp", "--chdir", "/tmp",
         "--clearenv",
     ]
     if not spec.python.startswith("/usr/"):
         prefix = os.path.dirname(os.path.dirname(os.path.realpath(spec.python)))
         cmd += ["--ro-bind", prefix, prefix]
-    for key, value in dict(spec.env, HOME="/tmp/work", MPLCONFIGDIR="/tmp/work").items():
+    for key, value in dict(spec.env, HOME="/tmp", MPLCONFIGDIR="/tmp/matplotlib").items():
         cmd += ["--setenv", key, value]
-    return cmd + [spec.python, "-I", "-S", "/sandbox/runner.py"], config
+    return cmd + [spec.python, "-I", "-S", "/sandbox/runner.py"]
 
 
-def landlock_command(spec: LaunchSpec, uid: int | None, config: dict) -> tuple[list[str], dict]:
-    if landlock_abi() < 1:
-        raise SandboxUnavailable("Landlock is not enabled in this kernel")
-    python_prefix = os.path.dirname(os.path.dirname(os.path.realpath(spec.python)))
-    config = dict(config, site=spec.site, workdir=spec.scratch, landlock={
-        "read": ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/dev/null", "/dev/urandom", python_prefix,
-                 spec.site, spec.runner_dir],
-        "write": [spec.scratch],
-    })
-    namespaces = []
-    if os.geteuid() == 0 and shutil.which("unshare"):
-        namespaces = [shutil.which("unshare"), "--pid", "--fork", "--kill-child", "--net", "--ipc", "--uts", "--"]
-    return namespaces + drop_privileges(uid) + [spec.python, "-I", "-S", os.path.join(spec.runner_dir, "runner.py")], config
+def host_command(spec: LaunchSpec, root: bool) -> list[str]:
+    """The warm parent of the landlock and rlimits tiers runs on the host; its children fence themselves."""
+    return [spec.python, "-I", "-S", os.path.join(spec.runner_dir, "runner.py")]
 
 
-def rlimits_command(spec: LaunchSpec, uid: int | None, config: dict) -> tuple[list[str], dict]:
-    config = dict(config, site=spec.site, workdir=spec.scratch)
-    return drop_privileges(uid) + [spec.python, "-I", "-S", os.path.join(spec.runner_dir, "runner.py")], config
+ZYGOTE_COMMANDS = {"bubblewrap": bubblewrap_command, "landlock": host_command, "rlimits": host_command}
 
 
-COMMANDS = {"bubblewrap": bubblewrap_command, "landlock": landlock_command, "rlimits": rlimits_command}
+def child_spec(tier: str, spec: LaunchSpec, uid: int | None, scratch: str | None, scratch_bytes: int) -> dict:
+    """How one submission's process confines itself after the fork (runner.py's `_child`)."""
+    root = os.geteuid() == 0
+    if tier == "bubblewrap":
+        return {"namespaces": ["mount", "pid", "net", "ipc", "uts"], "private_tmp": scratch_bytes,
+                "workdir": "/tmp/work", "uid": uid, "site": "/sandbox/site"}
+    if tier == "landlock":
+        if landlock_abi() < 1:
+            raise SandboxUnavailable("Landlock is not enabled in this kernel")
+        python_prefix = os.path.dirname(os.path.dirname(os.path.realpath(spec.python)))
+        return {"namespaces": ["pid", "net", "ipc", "uts"] if root else [], "workdir": scratch, "uid": uid,
+                "site": spec.site, "landlock": {
+                    "read": ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/dev/null", "/dev/urandom", python_prefix,
+                             spec.site, spec.runner_dir],
+                    "write": [scratch]}}
+    if tier == "rlimits":
+        return {"namespaces": [], "workdir": scratch, "uid": uid, "site": spec.site}
+    raise SandboxUnavailable(f"unknown sandbox tier {tier!r}")
 
 
 @functools.lru_cache(maxsize=None)
-def bubblewrap_works(uid: int | None) -> bool:
-    """Start bwrap once as the sandbox would (as `uid`) and see that it runs a program."""
+def bubblewrap_works() -> bool:
+    """Start bwrap once as the warm parent would and see that it runs a program."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return False
+    root = os.geteuid() == 0
+    unshare = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"] if root else ["--unshare-all"]
+    cmd = [bwrap, *unshare, "--die-with-parent", "--cap-add", "ALL", "--ro-bind", "/usr", "/usr",
+           "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+           "/usr/bin/true"]
     try:
-        cmd = drop_privileges(uid) + [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-                                      "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-                                      "--proc", "/proc", "--dev", "/dev", "/usr/bin/true"]
         return subprocess.run(cmd, capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired, SandboxUnavailable):
+    except (OSError, subprocess.TimeoutExpired):
         return False
 
 
-def available(probe_uid: int | None) -> list[str]:
+def available() -> list[str]:
     """The tiers this machine can run, strongest first (rlimits is always possible)."""
     tiers = []
-    if bubblewrap_works(probe_uid):
+    if bubblewrap_works():
         tiers.append("bubblewrap")
     if landlock_abi() >= 1:
         tiers.append("landlock")
@@ -137,12 +149,12 @@ def available(probe_uid: int | None) -> list[str]:
     return tiers
 
 
-def choose(requested: str | None, allow_weak: bool, probe_uid: int | None) -> str:
+def choose(requested: str | None, allow_weak: bool) -> str:
     """The tier to use: the requested one (if it runs here), else the strongest that runs here.
 
     The rlimits tier is chosen only when asked for by name or allowed with `allow_weak`.
     """
-    tiers = available(probe_uid)
+    tiers = available()
     if requested:
         if requested not in TIERS:
             raise SandboxUnavailable(f"unknown sandbox tier {requested!r}; choose one of {', '.join(TIERS)}")
