@@ -1,6 +1,5 @@
 """The `autograde` command line: a thin layer over the Python API (autograder.grading_run and friends)."""
 
-import os
 import sys
 from pathlib import Path
 
@@ -32,7 +31,17 @@ def grade(
                                           "files, or an LMS .zip."),
     out: Path = typer.Option(Path("autograde-out"), "--out", "-o", help="Where results, reports and CSV go."),
     student: list[str] = typer.Option(None, "--student", help="Grade only these students (repeatable)."),
-    resume: bool = typer.Option(False, "--resume", help="Skip submissions already graded in OUT (after an interruption)."),
+    resume: bool = typer.Option(False, "--resume", help="Kept for scripts: what is unchanged since it was graded in OUT "
+                                                        "is never graded again (see --force)."),
+    force: bool = typer.Option(False, "--force", help="Regrade everything, even submissions unchanged since they were "
+                                                      "graded under the same checks, grader version and limits."),
+    workers: int = typer.Option(None, "--workers", "-j", min=1,
+                                help="Worker processes on this machine (default: the number of cores), or the "
+                                     "LocalCluster's workers with --executor dask."),
+    executor: str = typer.Option("local", "--executor", help="local (worker processes here) or dask (a Dask "
+                                                             "LocalCluster, or the cluster of --scheduler)."),
+    scheduler: str = typer.Option(None, "--scheduler", help="Address of an existing Dask scheduler "
+                                                           "(tcp://host:8786); implies --executor dask."),
     gradebook: Path = typer.Option(None, "--gradebook",
                                    help="nbgrader gradebook to write; default: the course's gradebook.db when grading "
                                         "a course's submitted/, else OUT/gradebook.db."),
@@ -50,8 +59,14 @@ def grade(
     """Grade submissions: results.json, grades.csv, one report per student, summary.html, and the gradebook."""
     from autograder.grading_run import GradingRunError, RunOptions, run_grading
 
+    from autograder.executors import default_workers
+
+    if executor not in ("local", "dask"):
+        fail(f"unknown executor {executor!r}: choose local or dask")
     options = RunOptions(assignments=assignments, submissions=submissions, out=out, students=set(student or []),
-                         resume=resume, gradebook=gradebook, tier=sandbox, allow_weak_sandbox=allow_weak_sandbox,
+                         resume=resume, force=force, workers=workers or default_workers(),
+                         executor="dask" if scheduler else executor, scheduler=scheduler,
+                         gradebook=gradebook, tier=sandbox, allow_weak_sandbox=allow_weak_sandbox,
                          cell_timeout=cell_timeout, probe_timeout=probe_timeout,
                          convention_credit=convention_credit)
     try:
@@ -112,6 +127,35 @@ def demo(
     except GradingRunError as exc:
         fail(str(exc), exc.exit_code)
     summary.print()
+
+
+@app.command()
+def bench(
+    students: int = typer.Option(20, "--students", "-n", min=1, help="Synthetic students (each submits every assignment)."),
+    assignment: list[str] = typer.Option(None, "--assignment", "-a", help="Only these assignments (repeatable)."),
+    workers: int = typer.Option(None, "--workers", "-j", min=1, help="Worker processes (default: the number of cores)."),
+    executor: str = typer.Option("local", "--executor", help="local or dask (a LocalCluster)."),
+    vs_nbgrader: bool = typer.Option(False, "--vs-nbgrader",
+                                     help="Also run `nbgrader autograde` on a subset of the same notebooks and print "
+                                          "the ratio."),
+    nbgrader_subset: int = typer.Option(12, "--nbgrader-subset", min=1, help="Notebooks for nbgrader autograde."),
+    sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works here)."),
+    keep: Path = typer.Option(None, "--keep", help="Build the class and outputs here and keep them."),
+):
+    """Grade a synthetic class (correct, wrong and broken work) and print notebooks/s, median, p95 and peak memory."""
+    from autograder.bench import bench as run_bench
+    from autograder.executors import default_workers
+    from autograder.grading_run import GradingRunError, resolve_assignments
+
+    if executor not in ("local", "dask"):
+        fail(f"unknown executor {executor!r}: choose local or dask")
+    try:
+        ids = resolve_assignments(assignment or ["all"])
+        code = run_bench(students, ids, workers or default_workers(), executor, vs_nbgrader, nbgrader_subset,
+                         sandbox, keep)
+    except GradingRunError as exc:
+        fail(str(exc), exc.exit_code)
+    raise typer.Exit(code)
 
 
 @app.command("sync-solutions")

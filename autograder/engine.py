@@ -8,7 +8,6 @@ A batch (`grade_batch`) collects the checks once and grades the submissions one 
 one submission's failure, whatever it is, becomes that submission's status, never the batch's.
 """
 
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -52,11 +51,20 @@ def grade_submission(notebook: str | Path, assignment_id: str, student_id: str,
 
 
 def grade_batch(submissions: Iterable[Submission], options: GradingOptions = GradingOptions(),
-                on_result: Callable[[SubmissionResult], None] | None = None) -> list[SubmissionResult]:
-    submissions = list(submissions)
-    assignment_ids = sorted({s.assignment_id for s in submissions})
+                on_result: Callable[[SubmissionResult], None] | None = None,
+                assignment_ids: Iterable[str] | None = None, grader: "Grader | None" = None) -> list[SubmissionResult]:
+    """Grade `submissions` one after another with one pytest session (and one warm sandbox parent).
+
+    `submissions` may be a lazy iterable (a worker's job queue); then name the `assignment_ids` it can hold.
+    A `grader` passed in is kept open for the next batch (a worker process's); otherwise one is made and closed.
+    """
+    if assignment_ids is None:
+        submissions = list(submissions)
+        assignment_ids = {s.assignment_id for s in submissions}
+    assignment_ids = sorted(set(assignment_ids))
     assignments = {a: load_assignment(a, options.root) for a in assignment_ids}
-    grader = Grader(options)
+    own = grader is None
+    grader = grader or Grader(options)
     results: list[SubmissionResult] = []
 
     def grade_job(submission: Submission, run_checks):
@@ -69,7 +77,8 @@ def grade_batch(submissions: Iterable[Submission], options: GradingOptions = Gra
     try:
         run_pytest(GradingPlugin(submissions, grade_job, expected), assignment_ids)
     finally:
-        grader.close()
+        if own:
+            grader.close()
     return results
 
 

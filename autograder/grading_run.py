@@ -16,14 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.assignments import load_assignment
+from autograder.cache import grading_key, submission_key
+from autograder.course import course_secret
 from autograder.discovery import DiscoveryError, FoundSubmission, course_root, find_submissions
-from autograder.engine import GradingOptions, Submission, grade_batch
+from autograder.engine import GradingOptions, Submission
+from autograder.executors import Executor, ExecutorError, run_submissions
 from autograder.gradebook import CourseGradebook
 from autograder.outputs import (ResultStore, atomic_write, notebook_digest, safe_name, write_grades_csv,
                                 write_results_json)
 from autograder.results import STATUS_ERROR, SubmissionResult
 from autograder.sandbox.process import Limits
 from autograder.sandbox.environment import SandboxEnvironmentError
+from autograder.sandbox import tiers
 from autograder.sandbox.tiers import SandboxUnavailable
 from solutions import ASSIGNMENTS
 
@@ -42,7 +46,11 @@ class RunOptions:
     submissions: Path
     out: Path
     students: set[str] = field(default_factory=set)
-    resume: bool = False
+    resume: bool = False  # kept for scripts: unchanged submissions are never regraded anyway (see `force`)
+    force: bool = False  # regrade even what the cache says is unchanged
+    workers: int = 1  # local worker processes (1: grade in this process)
+    executor: str = "local"  # or "dask"
+    scheduler: str | None = None  # dask: an existing cluster's scheduler address
     gradebook: Path | None = None
     tier: str | None = None
     allow_weak_sandbox: bool = False
@@ -56,10 +64,11 @@ class RunSummary:
     out: Path
     results: list[SubmissionResult]
     graded_now: int
-    skipped: int
+    skipped: int  # unchanged since they were graded (the regrade cache)
     gradebook: Path
     feedback: Path | None
     assignment_ids: list[str]
+    usage: list[dict] = field(default_factory=list)  # per worker: peak memory (KiB)
 
     def rows(self) -> list[tuple]:
         rows = []
@@ -83,7 +92,8 @@ class RunSummary:
         for a, n, mean, median, max_score, failures in self.rows():
             table.add_row(a, str(n), f"{mean:.2f}", f"{median:.2f}", f"{max_score:g}", str(failures))
         console.print(table)
-        console.print(f"graded {self.graded_now} submission(s), {self.skipped} already graded (resumed)")
+        console.print(f"graded {self.graded_now} submission(s); {self.skipped} unchanged since they were graded "
+                      "(cached; --force regrades them)")
         console.print(f"results:  {self.out / 'results.json'}  and  {self.out / 'grades.csv'}")
         console.print(f"reports:  {self.out / 'reports'}/<student>/<assignment>.html")
         console.print(f"summary:  {self.out / 'summary.html'}")
@@ -125,65 +135,74 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
     gradebook_path = opts.gradebook or (course / "gradebook.db" if course else out / "gradebook.db")
     store = ResultStore(out)
     assignments = {a: load_assignment(a) for a in assignment_ids}
+    limits = Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout)
+    secret = course_secret()
+    try:
+        tier = tiers.choose(opts.tier, opts.allow_weak_sandbox)
+    except SandboxUnavailable as exc:
+        raise GradingRunError(str(exc)) from None
+    grading = GradingOptions(limits=limits, tier=tier, allow_weak_sandbox=opts.allow_weak_sandbox,
+                             convention_credit=opts.convention_credit, secret=secret)
+    keys = {a: grading_key(a, tier, limits.to_dict(), opts.convention_credit, secret) for a in assignment_ids}
 
-    todo: list[tuple[FoundSubmission, str | None]] = []
-    skipped = 0
+    todo: list[FoundSubmission] = []
+    digests, cache_keys, skipped = {}, {}, 0
     for f in found:
         try:
             digest = notebook_digest(f.notebook)
         except OSError:
             digest = None  # graded anyway: reading it fails inside, as that submission's error status
-        stored = store.load(f.student_id, f.assignment_id) if opts.resume else None
-        if stored is not None and stored[1] == digest:
+        key = submission_key(keys[f.assignment_id], f.student_id, digest)
+        stored = None if opts.force else store.load(f.student_id, f.assignment_id)
+        if stored is not None and key is not None and stored.cache_key == key:
             skipped += 1
             continue
-        todo.append((f, digest))
+        todo.append(f)
+        digests[(f.student_id, f.assignment_id)], cache_keys[(f.student_id, f.assignment_id)] = digest, key
 
     feedback_root = course / "feedback" if course else None
-    digests = {(f.student_id, f.assignment_id): d for f, d in todo}
-    folders = {(f.student_id, f.assignment_id): f.folder for f, _ in todo}
-    grading = GradingOptions(limits=Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout),
-                             tier=opts.tier, allow_weak_sandbox=opts.allow_weak_sandbox,
-                             convention_credit=opts.convention_credit)
+    folders = {(f.student_id, f.assignment_id): f.folder for f in todo}
+    executor = Executor(opts.executor, opts.workers, opts.scheduler)
 
     with CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
         def record(result: SubmissionResult):
             key = (result.student_id, result.assignment_id)
             gb.record(result, assignments[result.assignment_id])
-            write_report(out, result)
+            html = write_report(out, result)
             if feedback_root is not None:
-                write_feedback(feedback_root, result, folders.get(key), assignments[result.assignment_id].source.name)
-            store.save(result, digests.get(key))  # last: this marks the submission done
+                write_feedback(feedback_root, result, folders.get(key), assignments[result.assignment_id].source.name,
+                               html)
+            store.save(result, digests.get(key), cache_keys.get(key))  # last: this marks the submission done
             advance(result)
 
-        if todo:
-            try:
-                grade_batch([Submission(f.notebook, f.assignment_id, f.student_id) for f, _ in todo], grading, record)
-            except (SandboxUnavailable, SandboxEnvironmentError) as exc:
-                raise GradingRunError(str(exc)) from None
+        try:
+            run_submissions([Submission(f.notebook, f.assignment_id, f.student_id) for f in todo], grading, record,
+                            executor)
+        except (SandboxUnavailable, SandboxEnvironmentError, ExecutorError) as exc:
+            raise GradingRunError(str(exc)) from None
         results = store.all(assignment_ids)
-        for result in results:  # after a resume the gradebook gets every stored result again (idempotent)
+        for result in results:  # after an interruption the gradebook gets every stored result again (idempotent)
             gb.record(result, assignments[result.assignment_id])
         roster = gb.roster()
     write_exports(out, results, roster, assignment_ids)
-    return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids)
+    return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids,
+                      executor.usage)
 
 
-def write_report(out: Path, result: SubmissionResult) -> Path:
+def write_report(out: Path, result: SubmissionResult) -> str:
+    """The student's report under OUT/reports/; returns its HTML (the feedback is the same page)."""
     from autograder.report import render_report
 
-    path = out / "reports" / safe_name(result.student_id) / f"{result.assignment_id}.html"
-    atomic_write(path, render_report(result))
-    return path
+    html = render_report(result)
+    atomic_write(out / "reports" / safe_name(result.student_id) / f"{result.assignment_id}.html", html)
+    return html
 
 
 def write_feedback(feedback_root: Path, result: SubmissionResult, submission_folder: Path | None,
-                   notebook_name: str) -> None:
+                   notebook_name: str, html: str) -> None:
     """The report where nbgrader expects feedback, with the files `nbgrader release_feedback` reads beside it."""
-    from autograder.report import render_report
-
     folder = feedback_root / result.student_id / result.assignment_id
-    atomic_write(folder / (Path(notebook_name).stem + ".html"), render_report(result))
+    atomic_write(folder / (Path(notebook_name).stem + ".html"), html)
     for name in ("timestamp.txt", "submission_secret.txt"):
         source = submission_folder / name if submission_folder else None
         if source is not None and source.is_file() and not source.is_symlink():
@@ -210,10 +229,10 @@ def rerender(out: Path, course: Path | None = None) -> int:
         with CourseGradebook(gradebook) as gb:
             roster = gb.roster()
     for result in results:
-        write_report(out, result)
+        html = write_report(out, result)
         if course is not None:
             folder = course / "submitted" / result.student_id / result.assignment_id
-            write_feedback(course / "feedback", result, folder, f"{result.assignment_id}.ipynb")
+            write_feedback(course / "feedback", result, folder, f"{result.assignment_id}.ipynb", html)
     assignment_ids = [a for a in ASSIGNMENTS if any(r.assignment_id == a for r in results)]
     write_exports(out, results, roster, assignment_ids)
     return len(results)
@@ -246,8 +265,11 @@ def run_demo(out: Path, tier: str | None = None) -> RunSummary:
     except FileExistsError as exc:
         raise GradingRunError(str(exc)) from None
     import_roster(demo.root, demo.roster_csv)
+    from autograder.executors import default_workers
+
     return run_grading(RunOptions(assignments=["all"], submissions=demo.root / "submitted",
-                                  out=demo.root / "autograde", tier=tier, **DEMO_LIMITS), progress=True)
+                                  out=demo.root / "autograde", tier=tier, workers=default_workers(), **DEMO_LIMITS),
+                       progress=True)
 
 
 class _progress:

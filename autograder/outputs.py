@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -46,6 +47,16 @@ def notebook_digest(path: Path) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
+_NOTEBOOK_SHA256, _CACHE_KEY = "notebook_sha256", "cache_key"
+
+
+@dataclass
+class StoredResult:
+    result: SubmissionResult
+    notebook_sha256: str | None
+    cache_key: str | None  # what it was graded under (grading.cache_key); None: before the cache existed
+
+
 class ResultStore:
     """One JSON file per graded submission under OUT/results/."""
 
@@ -55,19 +66,19 @@ class ResultStore:
     def path(self, student_id: str, assignment_id: str) -> Path:
         return self.root / safe_name(student_id) / f"{assignment_id}.json"
 
-    def save(self, result: SubmissionResult, digest: str | None = None) -> None:
+    def save(self, result: SubmissionResult, digest: str | None = None, cache_key: str | None = None) -> None:
         data = result.to_dict()
-        data["notebook_sha256"] = digest
+        data[_NOTEBOOK_SHA256], data[_CACHE_KEY] = digest, cache_key
         atomic_write(self.path(result.student_id, result.assignment_id), json.dumps(data, ensure_ascii=False, indent=1))
 
-    def load(self, student_id: str, assignment_id: str) -> tuple[SubmissionResult, str | None] | None:
+    def load(self, student_id: str, assignment_id: str) -> StoredResult | None:
         path = self.path(student_id, assignment_id)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (FileNotFoundError, ValueError):
             return None
-        digest = data.pop("notebook_sha256", None)
-        return SubmissionResult.from_dict(data), digest
+        digest, key = data.pop(_NOTEBOOK_SHA256, None), data.pop(_CACHE_KEY, None)
+        return StoredResult(SubmissionResult.from_dict(data), digest, key)
 
     def all(self, assignment_ids: list[str] | None = None) -> list[SubmissionResult]:
         results = []
@@ -78,7 +89,8 @@ class ResultStore:
                 data = json.loads(path.read_text(encoding="utf-8"))
             except ValueError:
                 continue  # a file cut short by a crash: that submission is graded again on --resume
-            data.pop("notebook_sha256", None)
+            data.pop(_NOTEBOOK_SHA256, None)
+            data.pop(_CACHE_KEY, None)
             results.append(SubmissionResult.from_dict(data))
         return sorted(results, key=lambda r: (r.student_id, r.assignment_id))
 

@@ -453,10 +453,14 @@ def warm_up(site):
 
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
-    # the first backward through a matmul imports much of torch (sympy among it): pay that here, once
-    _w = torch.zeros(2, 2, requires_grad=True)
-    (torch.nn.functional.softmax(torch.ones(1, 2) @ _w, dim=-1)).sum().backward()
-    del _w
+    # the first backward with given output gradients imports much of torch (sympy among it, ~0.6 s):
+    # pay that here, once, as the module probes do it (both dtypes), and not in every child's budget
+    for dtype in (torch.float32, torch.float64):
+        _layer = torch.nn.Linear(4, 4).to(dtype)
+        _x = torch.ones(2, 4, dtype=dtype, requires_grad=True)
+        _y = torch.nn.functional.softmax(_layer(_x), dim=-1)
+        torch.autograd.backward([_y], [torch.ones_like(_y)])
+    del _layer, _x, _y
     import wire  # noqa: E402
 
     for name in ("numpy", "matplotlib.pyplot", "hashlib", "math", "random"):
@@ -540,6 +544,11 @@ def zygote(config):
                 time.sleep(0.01)
                 reap()
             send({"op": "status", "pid": pid, "code": exited.get(pid), "running": pid in children})
+        elif op == "usage":
+            import resource
+
+            send({"op": "usage", "zygote_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "sandbox_maxrss_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss})
         else:
             for fd in fds:
                 os.close(fd)

@@ -127,6 +127,16 @@ class Zygote:
         except ZygoteError:
             return None
 
+    def usage(self) -> dict:
+        """Peak resident memory (KiB) of the warm parent and of the largest sandbox it has reaped."""
+        if not self.alive():
+            return {}
+        try:
+            reply = self._ask({"op": "usage"}, 10.0)
+        except ZygoteError:
+            return {}
+        return {k: v for k, v in reply.items() if k.endswith("_kib")}
+
     def _ask(self, message: dict, timeout: float, fds=()) -> dict:
         try:
             socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))

@@ -1,0 +1,246 @@
+"""Where the grading happens: in this process, in worker processes on this machine, or on a Dask cluster.
+
+    run_submissions(submissions, options, on_result, Executor("local", workers=2))
+    run_submissions(submissions, options, on_result, Executor("dask", workers=4))                # a LocalCluster
+    run_submissions(submissions, options, on_result, Executor("dask", scheduler="tcp://host:8786"))
+
+Every executor runs the same function on each submission (autograder.worker over
+engine.grade_batch), so the results are identical; `on_result` is called in this process, one
+result at a time, in the order they finish (the caller records them durably).
+"""
+
+import json
+import math
+import os
+import selectors
+import subprocess
+import sys
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from autograder.engine import GradingOptions, Submission, grade_batch
+from autograder.results import STATUS_ERROR, SubmissionResult
+from autograder.worker import options_to_payload
+
+IN_FLIGHT = 2  # jobs queued per local worker: the next is ready while this process records the last
+MAX_ATTEMPTS = 2  # a submission whose worker process died is tried once more on a fresh worker
+
+
+class ExecutorError(Exception):
+    """The executor could not run (no Dask, no scheduler, a worker that cannot start)."""
+
+
+@dataclass
+class Executor:
+    kind: str = "local"  # "local" or "dask"
+    workers: int = 1  # local: worker processes (1: grade in this process); dask: LocalCluster workers
+    scheduler: str | None = None  # dask: an existing cluster's scheduler address
+    usage: list[dict] = field(default_factory=list)  # per worker, filled in by the run: peak memory
+
+
+def default_workers() -> int:
+    return max(len(os.sched_getaffinity(0)), 1)
+
+
+def run_submissions(submissions: list[Submission], options: GradingOptions,
+                    on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
+    if not submissions:
+        return
+    if executor.kind == "dask":
+        return _run_dask(submissions, options, on_result, executor)
+    if executor.kind != "local":
+        raise ExecutorError(f"unknown executor {executor.kind!r}; choose local or dask")
+    if executor.workers <= 1 or len(submissions) == 1:
+        grade_batch(submissions, options, on_result)
+        return
+    _run_local(submissions, options, on_result, executor)
+
+
+# --- local worker processes ---------------------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, settings: str):
+        jobs_read, self.jobs = os.pipe()
+        self.results, results_write = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "autograder.worker", str(jobs_read), str(results_write)],
+            pass_fds=(jobs_read, results_write), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        )
+        os.close(jobs_read)
+        os.close(results_write)
+        self.pending: deque[int] = deque()  # job indices sent, in order
+        self.buffer = b""
+        self.closed = False
+        self.send(settings)
+
+    def send(self, line: str) -> None:
+        data = (line + "\n").encode()
+        while data:
+            data = data[os.write(self.jobs, data):]
+
+    def finish(self) -> None:
+        if not self.closed:
+            os.close(self.jobs)
+            self.closed = True
+
+    def messages(self) -> list[dict] | None:
+        """The complete lines available now; None at end of file."""
+        chunk = os.read(self.results, 1 << 20)
+        if not chunk:
+            return None
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def close(self) -> None:
+        self.finish()
+        os.close(self.results)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _run_local(submissions: list[Submission], options: GradingOptions,
+               on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
+    settings = json.dumps({"options": options_to_payload(options),
+                           "assignment_ids": sorted({s.assignment_id for s in submissions})})
+    queue = deque(range(len(submissions)))
+    attempts = [0] * len(submissions)
+    selector = selectors.DefaultSelector()
+    workers: list[_Worker] = []
+    errors: list[str] = []
+
+    def feed(worker: _Worker) -> None:
+        while queue and len(worker.pending) < IN_FLIGHT:
+            i = queue.popleft()
+            s = submissions[i]
+            attempts[i] += 1
+            worker.pending.append(i)
+            worker.send(json.dumps({"i": i, "notebook": str(s.notebook), "assignment_id": s.assignment_id,
+                                    "student_id": s.student_id}))
+        if not queue:
+            worker.finish()
+
+    def start() -> None:
+        worker = _Worker(settings)
+        workers.append(worker)
+        selector.register(worker.results, selectors.EVENT_READ, worker)
+        feed(worker)
+
+    try:
+        for _ in range(min(executor.workers, len(submissions))):
+            start()
+        while selector.get_map():
+            for key, _ in selector.select():
+                worker: _Worker = key.data
+                messages = worker.messages()
+                if messages is None:  # the worker is gone
+                    selector.unregister(worker.results)
+                    worker.close()
+                    for i in worker.pending:  # what it held: again elsewhere, or an error after the last attempt
+                        if attempts[i] < MAX_ATTEMPTS:
+                            queue.appendleft(i)
+                        else:
+                            on_result(_worker_died(submissions[i], options, worker.process.returncode))
+                    worker.pending.clear()
+                    if queue and not errors:
+                        start()
+                    continue
+                for message in messages:
+                    if "result" in message:
+                        worker.pending.remove(message["i"])
+                        on_result(SubmissionResult.from_dict(message["result"]))
+                    elif message.get("op") == "done":
+                        executor.usage.append({k: v for k, v in message.items() if k != "op"})
+                    elif message.get("op") == "error":
+                        errors.append(message["message"])
+                        queue.clear()
+                if not worker.closed:
+                    feed(worker)
+    finally:
+        for worker in workers:
+            if worker.process.poll() is None:
+                worker.process.kill()
+            try:
+                worker.close()
+            except OSError:
+                pass
+        selector.close()
+    if errors:
+        raise ExecutorError(f"a grading worker failed: {errors[0]}")
+
+
+def _worker_died(submission: Submission, options: GradingOptions, code: int | None) -> SubmissionResult:
+    """A submission whose worker process died twice under it: an error result, the batch goes on."""
+    from autograder import __version__
+    from autograder.assignments import load_assignment
+
+    assignment = load_assignment(submission.assignment_id, options.root)
+    result = SubmissionResult(
+        student_id=submission.student_id, assignment_id=submission.assignment_id, status=STATUS_ERROR, score=0.0,
+        max_score=assignment.max_score, tier=options.tier or "", seed=0, grader_version=__version__,
+        notebook=str(submission.notebook),
+        message=f"the grading worker process died twice while grading this submission (exit code {code})",
+    )
+    return result
+
+
+# --- Dask -----------------------------------------------------------------------------------------------
+
+
+def _run_dask(submissions: list[Submission], options: GradingOptions,
+              on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise ExecutorError("the dask executor needs dask[distributed] (pip install 'dask[distributed]')") from None
+    from autograder.worker import grade_chunk
+
+    cluster = None
+    try:
+        if executor.scheduler:
+            try:
+                client = Client(executor.scheduler, timeout=30)
+            except (OSError, TimeoutError) as exc:
+                raise ExecutorError(f"cannot reach the Dask scheduler at {executor.scheduler}: {exc}") from None
+        else:
+            cluster = LocalCluster(n_workers=max(executor.workers, 1), threads_per_worker=1, processes=True,
+                                   dashboard_address=None, silence_logs=40)
+            client = Client(cluster)
+        with client:
+            workers = max(len(client.scheduler_info().get("workers", {})), 1)
+            size = max(1, min(25, math.ceil(len(submissions) / (workers * 4))))
+            payload = client.scatter(options_to_payload(options), broadcast=True)
+            futures = []
+            for start in range(0, len(submissions), size):
+                chunk = [_job(s) for s in submissions[start:start + size]]
+                futures.append(client.submit(grade_chunk, chunk, payload, pure=False))
+            usage: dict = {}
+            for future in as_completed(futures):
+                try:
+                    done = future.result()
+                except Exception as exc:
+                    raise ExecutorError(f"a Dask grading task failed: {type(exc).__name__}: {exc}") from None
+                usage[done["usage"].get("pid")] = done["usage"]
+                for data in done["results"]:
+                    on_result(SubmissionResult.from_dict(data))
+            executor.usage.extend(usage.values())
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _job(submission: Submission) -> dict:
+    """A submission as a Dask task carries it: the notebook's bytes, read here as the engine reads them."""
+    from autograder.reading import UnreadableNotebook, load_notebook_bytes
+
+    try:
+        content = load_notebook_bytes(submission.notebook)
+    except UnreadableNotebook:
+        content = None  # a link, a special file, too big: the worker sees an unopenable file, as here
+    return {"notebook": str(submission.notebook), "name": submission.notebook.name, "content": content,
+            "assignment_id": submission.assignment_id, "student_id": submission.student_id}

@@ -1,0 +1,95 @@
+"""Speed without changing a score: worker processes and Dask grade exactly as one process does, and the
+regrade cache skips only what is unchanged."""
+
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.engine import GradingOptions, Submission
+from autograder.examples import mistakes, notebook_with_edits
+from autograder.executors import Executor, run_submissions
+from autograder.grading_run import RunOptions, run_grading
+from conftest import release_notebook
+from grading_helpers import TEST_LIMITS
+
+pytestmark = pytest.mark.slow
+
+
+def small_class(folder: Path) -> list[Submission]:
+    """Correct, wrong (two catalogued mistakes), unanswered and corrupt work on two assignments."""
+    work = {
+        ("ana", "rmsnorm"): notebook_with_edits("rmsnorm", []),
+        ("ben", "rmsnorm"): notebook_with_edits("rmsnorm", mistakes("rmsnorm")[0].edits),
+        ("cai", "rmsnorm"): nbformat.read(release_notebook("rmsnorm"), as_version=4),
+        ("ana", "swiglu"): notebook_with_edits("swiglu", mistakes("swiglu")[1].edits),
+        ("ben", "swiglu"): notebook_with_edits("swiglu", []),
+    }
+    submissions = []
+    for (student, assignment), nb in work.items():
+        path = folder / student / assignment / f"{assignment}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+        submissions.append(Submission(path, assignment, student))
+    corrupt = folder / "dan" / "rmsnorm" / "rmsnorm.ipynb"
+    corrupt.parent.mkdir(parents=True)
+    corrupt.write_text('{"cells": [')
+    submissions.append(Submission(corrupt, "rmsnorm", "dan"))
+    return submissions
+
+
+def graded(submissions, executor: Executor) -> dict:
+    results = []
+    run_submissions(submissions, GradingOptions(limits=TEST_LIMITS, secret=b"scale-test"), results.append, executor)
+    assert len(results) == len(submissions)
+    return {(r.student_id, r.assignment_id): json.dumps(r.identity(), sort_keys=True) for r in results}
+
+
+def test_worker_processes_and_dask_grade_exactly_as_one_process(tmp_path):
+    submissions = small_class(tmp_path)
+    alone = graded(submissions, Executor("local", workers=1))
+    scores = {key: json.loads(value)["score"] for key, value in alone.items()}
+    assert scores[("ana", "rmsnorm")] == 10 and scores[("cai", "rmsnorm")] == 0  # the class is what it says
+    assert 0 < scores[("ben", "rmsnorm")] < 10 and json.loads(alone[("dan", "rmsnorm")])["status"] == "error"
+
+    workers = Executor("local", workers=2)
+    assert graded(submissions, workers) == alone
+    assert len(workers.usage) == 2 and all(u["worker_maxrss_kib"] > 0 for u in workers.usage)
+
+    dask = Executor("dask", workers=2)  # a LocalCluster with two worker processes
+    assert graded(submissions, dask) == alone
+    assert len({u["pid"] for u in dask.usage}) >= 1
+
+
+def test_the_cache_skips_unchanged_work_and_regrades_changes(tmp_path):
+    submitted = tmp_path / "submitted"
+    small_class(submitted)
+    out = tmp_path / "out"
+
+    def run(**kw):
+        kw = {"cell_timeout": 8, "probe_timeout": 8, **kw}
+        return run_grading(RunOptions(assignments=["rmsnorm"], submissions=submitted, out=out,
+                                      gradebook=tmp_path / "gradebook.db", **kw))
+
+    first = run()
+    assert (first.graded_now, first.skipped) == (4, 0)
+    again = run()
+    assert (again.graded_now, again.skipped) == (0, 4)
+    assert [r.identity() for r in again.results] == [r.identity() for r in first.results]
+
+    # a changed notebook is graded again; so is the same notebook under another student id
+    ben = submitted / "ben" / "rmsnorm" / "rmsnorm.ipynb"
+    nbformat.write(notebook_with_edits("rmsnorm", []), ben)
+    shutil.copytree(submitted / "ana", submitted / "eve")
+    changed = run()
+    assert (changed.graded_now, changed.skipped) == (2, 3)
+    by_student = {r.student_id: r for r in changed.results}
+    assert by_student["ben"].score == 10 and by_student["eve"].score == 10
+    assert by_student["eve"].seed != by_student["ana"].seed  # graded on eve's own inputs, not ana's result
+
+    # other limits are another grading: everything again; --force regrades what is unchanged
+    assert run(cell_timeout=9).graded_now == 5
+    assert run(cell_timeout=9).graded_now == 0
+    assert run(cell_timeout=9, force=True).graded_now == 5
