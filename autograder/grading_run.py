@@ -181,8 +181,10 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
         except (SandboxUnavailable, SandboxEnvironmentError, ExecutorError) as exc:
             raise GradingRunError(str(exc)) from None
         results = store.all(assignment_ids)
-        for result in results:  # after an interruption the gradebook gets every stored result again (idempotent)
-            gb.record(result, assignments[result.assignment_id])
+        graded_now = {(f.student_id, f.assignment_id) for f in todo}
+        for result in results:  # what was graded before (cached, or before an interruption): into the gradebook
+            if (result.student_id, result.assignment_id) not in graded_now:  # again, idempotent
+                gb.record(result, assignments[result.assignment_id])
         roster = gb.roster()
     write_exports(out, results, roster, assignment_ids)
     return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids,
@@ -194,7 +196,7 @@ def write_report(out: Path, result: SubmissionResult) -> str:
     from autograder.report import render_report
 
     html = render_report(result)
-    atomic_write(out / "reports" / safe_name(result.student_id) / f"{result.assignment_id}.html", html)
+    atomic_write(out / "reports" / safe_name(result.student_id) / f"{result.assignment_id}.html", html, durable=False)
     return html
 
 
@@ -202,11 +204,11 @@ def write_feedback(feedback_root: Path, result: SubmissionResult, submission_fol
                    notebook_name: str, html: str) -> None:
     """The report where nbgrader expects feedback, with the files `nbgrader release_feedback` reads beside it."""
     folder = feedback_root / result.student_id / result.assignment_id
-    atomic_write(folder / (Path(notebook_name).stem + ".html"), html)
+    atomic_write(folder / (Path(notebook_name).stem + ".html"), html, durable=False)
     for name in ("timestamp.txt", "submission_secret.txt"):
         source = submission_folder / name if submission_folder else None
         if source is not None and source.is_file() and not source.is_symlink():
-            atomic_write(folder / name, source.read_bytes())
+            atomic_write(folder / name, source.read_bytes(), durable=False)
 
 
 def write_exports(out: Path, results: list[SubmissionResult], roster: list[str], assignment_ids: list[str]) -> None:

@@ -28,14 +28,19 @@ def safe_name(student_id: str) -> str:
     return name or "%00"
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
+def atomic_write(path: Path, data: str | bytes, durable: bool = True) -> None:
+    """Write `data` to `path` whole or not at all; `durable`: on disk before it replaces the old file (fsync).
+
+    What can be rebuilt from the stored results (reports, feedback) skips the fsync: it costs more than
+    the rendering."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
