@@ -374,14 +374,20 @@ def _private_tmp(libc, size, uid, workdir):
 
 
 def _drop_to(libc, uid):
-    """No capability left, not even in the bounding set; the pool uid and gid; no way back (no_new_privs)."""
+    """No capability left, not even in the bounding set; the pool uid and gid; no way back (no_new_privs).
+
+    Without a pool uid (a grader that is not root: the warm parent holds capabilities only inside its
+    own user namespace), the capabilities are dropped all the same."""
+    for cap in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:  # EINVAL: past the last
+            break
     if uid is not None:
-        for cap in range(64):
-            if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:  # EINVAL: past the last
-                break
         os.setgroups([])
         os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)  # from root to another uid: the permitted and effective sets are emptied
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: twice 32 bits, all zero
+    _libc_call(libc.capset(header, data), "dropping capabilities")
     _libc_call(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "setting no_new_privs")
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # cleared by the uid change: set it after
 
