@@ -19,9 +19,10 @@ from autograder.assignments import load_assignment
 from autograder.discovery import DiscoveryError, FoundSubmission, course_root, find_submissions
 from autograder.engine import GradingOptions, Submission, grade_batch
 from autograder.gradebook import CourseGradebook
+from autograder.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings
 from autograder.outputs import (ResultStore, atomic_write, notebook_digest, safe_name, write_grades_csv,
                                 write_results_json)
-from autograder.results import STATUS_ERROR, SubmissionResult
+from autograder.results import FLAG_IDENTITY, STATUS_ERROR, SubmissionResult
 from autograder.sandbox.process import Limits
 from autograder.sandbox.environment import SandboxEnvironmentError
 from autograder.sandbox.tiers import SandboxUnavailable
@@ -49,6 +50,7 @@ class RunOptions:
     cell_timeout: float = 30.0
     probe_timeout: float = 30.0
     convention_credit: float = 0.0
+    handin: HandInOptions = field(default_factory=HandInOptions)  # late policy and exchange checks (CLI overrides)
 
 
 @dataclass
@@ -67,7 +69,7 @@ class RunSummary:
             rs = [r for r in self.results if r.assignment_id == a]
             if not rs:
                 continue
-            scores = [r.score for r in rs]
+            scores = [r.final_score for r in rs]
             failures = sum(r.status == STATUS_ERROR for r in rs)
             rows.append((a, len(rs), statistics.mean(scores), statistics.median(scores), rs[0].max_score, failures))
         return rows
@@ -125,6 +127,11 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
     gradebook_path = opts.gradebook or (course / "gradebook.db" if course else out / "gradebook.db")
     store = ResultStore(out)
     assignments = {a: load_assignment(a) for a in assignment_ids}
+    try:
+        handin_settings = load_settings(course, opts.handin)
+    except HandInError as exc:
+        raise GradingRunError(str(exc)) from None
+    found_by_key = {(f.student_id, f.assignment_id): f for f in found}
 
     todo: list[tuple[FoundSubmission, str | None]] = []
     skipped = 0
@@ -147,26 +154,49 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
                              convention_credit=opts.convention_credit)
 
     with CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
-        def record(result: SubmissionResult):
+        def record(result: SubmissionResult, digest: str | None = None):
             key = (result.student_id, result.assignment_id)
+            result.handin = _assess_handin(result, found_by_key.get(key), handin_settings, gb)
             gb.record(result, assignments[result.assignment_id])
             write_report(out, result)
             if feedback_root is not None:
-                write_feedback(feedback_root, result, folders.get(key), assignments[result.assignment_id].source.name)
-            store.save(result, digests.get(key))  # last: this marks the submission done
-            advance(result)
+                write_feedback(feedback_root, result, folders.get(key) or _folder(found_by_key.get(key)),
+                               assignments[result.assignment_id].source.name,
+                               release_flagged=handin_settings.release_flagged_feedback)
+            store.save(result, digest or digests.get(key))  # last: this marks the submission done
 
         if todo:
             try:
-                grade_batch([Submission(f.notebook, f.assignment_id, f.student_id) for f, _ in todo], grading, record)
+                grade_batch([Submission(f.notebook, f.assignment_id, f.student_id) for f, _ in todo], grading,
+                            lambda result: (record(result), advance(result)))
             except (SandboxUnavailable, SandboxEnvironmentError) as exc:
                 raise GradingRunError(str(exc)) from None
+        # results kept from an earlier run: their hand-in (a due date, an extension, the policy) may have changed
+        for key, f in found_by_key.items():
+            if key in digests:
+                continue
+            stored = store.load(*key)
+            if stored is not None and _assess_handin(stored[0], f, handin_settings, gb) != stored[0].handin:
+                record(stored[0], stored[1])
         results = store.all(assignment_ids)
         for result in results:  # after a resume the gradebook gets every stored result again (idempotent)
             gb.record(result, assignments[result.assignment_id])
         roster = gb.roster()
     write_exports(out, results, roster, assignment_ids)
     return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids)
+
+
+def _folder(found: FoundSubmission | None) -> Path | None:
+    return found.folder if found is not None else None
+
+
+def _assess_handin(result: SubmissionResult, found: FoundSubmission | None, settings: HandInSettings,
+                   gb: CourseGradebook):
+    """The submission's hand-in record (autograder.handin): identity, time, lateness, penalty."""
+    if found is None:
+        return result.handin  # not among this run's submissions: keep what was recorded
+    return assess(result, found.folder, found.notebook, settings, gb.due_date(result.assignment_id),
+                  gb.extension(result.assignment_id, result.student_id))
 
 
 def write_report(out: Path, result: SubmissionResult) -> Path:
@@ -178,12 +208,21 @@ def write_report(out: Path, result: SubmissionResult) -> Path:
 
 
 def write_feedback(feedback_root: Path, result: SubmissionResult, submission_folder: Path | None,
-                   notebook_name: str) -> None:
-    """The report where nbgrader expects feedback, with the files `nbgrader release_feedback` reads beside it."""
+                   notebook_name: str, release_flagged: bool = False) -> None:
+    """The report where nbgrader expects feedback, with the files `nbgrader release_feedback` reads beside it.
+
+    A submission the OS says someone else wrote gets no feedback here (its report would go to whoever
+    made it): the instructor decides, then grades again with --release-flagged-feedback.
+    """
     from autograder.report import render_report
 
     folder = feedback_root / result.student_id / result.assignment_id
-    atomic_write(folder / (Path(notebook_name).stem + ".html"), render_report(result))
+    html = folder / (Path(notebook_name).stem + ".html")
+    if not release_flagged and any(f.kind == FLAG_IDENTITY for f in result.flags):
+        html.unlink(missing_ok=True)
+        return
+    atomic_write(html, render_report(result))
+    os.chmod(html, 0o644)  # release_feedback copies the mode into the exchange: students must read it
     for name in ("timestamp.txt", "submission_secret.txt"):
         source = submission_folder / name if submission_folder else None
         if source is not None and source.is_file() and not source.is_symlink():
