@@ -176,7 +176,11 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
             if key in digests:
                 continue
             stored = store.load(*key)
-            if stored is not None and _assess_handin(stored[0], f, handin_settings, gb) != stored[0].handin:
+            if stored is None:
+                continue
+            release = handin_settings.release_flagged_feedback and any(
+                flag.kind == FLAG_IDENTITY for flag in stored[0].flags)
+            if release or _assess_handin(stored[0], f, handin_settings, gb) != stored[0].handin:
                 record(stored[0], stored[1])
         results = store.all(assignment_ids)
         for result in results:  # after a resume the gradebook gets every stored result again (idempotent)

@@ -290,3 +290,14 @@ def test_an_extension_in_the_gradebook_removes_the_penalty(roundtrip):
     assert result["handin"]["extension_seconds"] == 86400 and result["handin"]["seconds_late"] == 0
     row = export(course)[c]
     assert float(row["late_submission_penalty"]) == 0 and float(row["score"]) == 10
+
+
+def test_the_instructor_can_release_a_flagged_submissions_feedback(roundtrip):
+    d, course, out = roundtrip["d"], roundtrip["course"], roundtrip["out"]
+    assert not (course / "feedback" / d / "rmsnorm" / "rmsnorm.html").exists()
+    again = RUNNER.invoke(app, ["grade", "rmsnorm", "--submissions", str(course / "submitted"), "--out", str(out),
+                                "--resume", "--release-flagged-feedback", *FAST])
+    assert again.exit_code == 0, again.output
+    assert "graded 0 submission(s)" in again.output
+    html = (course / "feedback" / d / "rmsnorm" / "rmsnorm.html").read_text()
+    assert f"学号 <b>{d}</b>" in html and "由系统用户" in html
