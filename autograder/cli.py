@@ -55,9 +55,31 @@ def grade(
         0.0, min=0.0, max=1.0,
         help="Share of a check's points kept when it fails only by another convention (RoPE half-split pairing, "
              "the chapter's h % num_kv_heads GQA mapping); the report explains the pinned convention either way."),
+    # --- hand-in: late policy and exchange checks (autograder.handin); default: the course's nbgrader_config.py
+    late_policy: str = typer.Option(None, "--late-policy",
+                                    help="none, fixed, percent_per_hour or percent_per_day (overrides "
+                                         "c.Autograde.late_policy in nbgrader_config.py)."),
+    late_points: float = typer.Option(None, "--late-points", help="fixed: points off a late submission."),
+    late_percent: float = typer.Option(None, "--late-percent",
+                                       help="percent_per_hour/day: percent of the maximum per started hour/day."),
+    late_cap_percent: float = typer.Option(None, "--late-cap-percent",
+                                           help="The total late penalty at most this percent of the maximum."),
+    exchange: Path = typer.Option(None, "--exchange", help="nbgrader's exchange root (default: c.Exchange.root)."),
+    course_id: str = typer.Option(None, "--course-id", help="The course id (default: c.CourseDirectory.course_id)."),
+    time_tolerance: float = typer.Option(None, "--time-tolerance",
+                                         help="Seconds timestamp.txt may differ from when the exchange saw the "
+                                              "submission land (default 120)."),
+    release_flagged_feedback: bool = typer.Option(
+        False, "--release-flagged-feedback",
+        help="Also write feedback for submissions whose OS owner is not the student (withheld by default)."),
 ):
     """Grade submissions: results.json, grades.csv, one report per student, summary.html, and the gradebook."""
     from autograder.grading_run import GradingRunError, RunOptions, run_grading
+    from autograder.handin import HandInOptions
+
+    handin = HandInOptions(late_policy=late_policy, late_points=late_points, late_percent=late_percent,
+                           late_cap_percent=late_cap_percent, time_tolerance=time_tolerance, exchange=exchange,
+                           course_id=course_id, release_flagged_feedback=release_flagged_feedback)
 
     from autograder.executors import default_workers
 
@@ -68,12 +90,44 @@ def grade(
                          executor="dask" if scheduler else executor, scheduler=scheduler,
                          gradebook=gradebook, tier=sandbox, allow_weak_sandbox=allow_weak_sandbox,
                          cell_timeout=cell_timeout, probe_timeout=probe_timeout,
-                         convention_credit=convention_credit)
+                         convention_credit=convention_credit, handin=handin)
     try:
         summary = run_grading(options, progress=True)
     except GradingRunError as exc:
         fail(str(exc), exc.exit_code)
     summary.print()
+
+
+@app.command()
+def extension(
+    assignment: str = typer.Argument(..., help="Assignment id."),
+    student: str = typer.Argument(..., help="Student id."),
+    hours: float = typer.Option(0.0, "--hours", min=0.0, help="Extension in hours (added to --days)."),
+    days: float = typer.Option(0.0, "--days", min=0.0, help="Extension in days."),
+    course: Path = typer.Option(Path("."), "--course", help="The course folder (its gradebook.db)."),
+):
+    """Give a student more time for an assignment, in nbgrader's gradebook (0: remove the extension).
+
+    The next `autograde grade` (also with --resume) measures lateness from the due date plus this."""
+    from datetime import timedelta
+
+    from autograder.assignments import load_assignment
+    from autograder.gradebook import CourseGradebook
+    from autograder.grading_run import GradingRunError, resolve_assignments
+
+    try:
+        (assignment_id,) = resolve_assignments([assignment])
+    except (GradingRunError, ValueError) as exc:
+        fail(str(exc) if isinstance(exc, GradingRunError) else "name one assignment")
+    gradebook = course / "gradebook.db"
+    if not gradebook.is_file():
+        fail(f"{gradebook}: no gradebook here; run this in the course folder or pass --course")
+    with CourseGradebook(gradebook) as gb:
+        gb.grant_extension(load_assignment(assignment_id), student, timedelta(days=days, hours=hours))
+        due = gb.due_date(assignment_id)
+    length = timedelta(days=days, hours=hours)
+    typer.echo(f"{student}: {assignment_id} " + (f"extended by {length}" if length else "extension removed")
+               + (f"; due {due + length} UTC" if due else "; the assignment has no due date yet"))
 
 
 @app.command()

@@ -10,6 +10,7 @@ override survives a regrade.
 import os
 import sys
 import warnings
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
@@ -77,6 +78,8 @@ class CourseGradebook:
                 gb.add_submission(assignment.id, result.student_id)  # creates an empty grade per cell
         scores = {p.grade_id: p.score for p in result.parts}
         try:
+            if result.handin is not None:  # when it was handed in, and the late penalty `nbgrader export` subtracts
+                self._record_handin(result, assignment)
             for part in assignment.parts:
                 grade = gb.find_grade(part.grade_id, notebook, assignment.id, result.student_id)
                 grade.auto_score = 0.0 if part.written else float(scores.get(part.grade_id, 0.0))
@@ -86,6 +89,47 @@ class CourseGradebook:
         except BaseException:
             gb.db.rollback()
             raise
+
+    def _record_handin(self, result: SubmissionResult, assignment: Assignment) -> None:
+        from autograder.handin import from_iso
+
+        submission = self.gb.find_submission(assignment.id, result.student_id)
+        submitted = from_iso(result.handin.submitted_at)
+        if submitted is not None:
+            submission.timestamp = submitted
+        notebooks = sorted(submission.notebooks, key=lambda nb: nb.name != assignment.source.stem)
+        for i, nb in enumerate(notebooks):  # the whole penalty on the assignment's notebook (it has one)
+            nb.late_submission_penalty = result.handin.penalty if i == 0 else 0.0
+
+    def due_date(self, assignment_id: str) -> datetime | None:
+        """The assignment's due date (naive UTC), set by `nbgrader db assignment add ID --duedate=...`."""
+        try:
+            return self.gb.find_assignment(assignment_id).duedate
+        except MissingEntry:
+            return None
+
+    def extension(self, assignment_id: str, student_id: str) -> timedelta | None:
+        """The student's extension for the assignment, if the gradebook has one."""
+        try:
+            return self.gb.find_submission(assignment_id, student_id).extension
+        except MissingEntry:
+            return None
+
+    def grant_extension(self, assignment: Assignment, student_id: str, extension: timedelta) -> None:
+        """Set (or with a zero length, remove) a student's extension; creates the student and submission."""
+        self.ensure_assignment(assignment)
+        try:
+            self.gb.find_student(student_id)
+        except MissingEntry:
+            self.gb.add_student(student_id)
+        try:
+            self.gb.find_submission(assignment.id, student_id)
+        except MissingEntry:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SAWarning)
+                self.gb.add_submission(assignment.id, student_id)
+        seconds = extension.total_seconds()
+        self.gb.grant_extension(assignment.id, student_id, minutes=seconds / 60 if seconds > 0 else 0)
 
     def scores(self, assignment_id: str, student_id: str) -> dict[str, float | None]:
         """grade_id -> the score nbgrader shows (manual if set, else auto): for tests and checks."""

@@ -1,10 +1,10 @@
 """A grading run, as `autograde grade` does it: find, grade, record, report; resumable.
 
 Each graded submission is recorded in this order: the gradebook (one transaction), its report (and
-nbgrader feedback), and last its result file, which marks it done. A run killed at any point and
-started again with `resume=True` grades exactly what has no result file yet, and rewrites every
-stored result into the gradebook (idempotent), so results and gradebook end up as an uninterrupted
-run would leave them.
+nbgrader feedback), and last its result file, which marks it done, with its cache key (autograder.cache).
+A run killed at any point and started again grades exactly what has no result file under the same key
+yet, and rewrites the other stored results into the gradebook (idempotent), so results and gradebook end
+up as an uninterrupted run would leave them.
 """
 
 import os
@@ -22,9 +22,10 @@ from autograder.discovery import DiscoveryError, FoundSubmission, course_root, f
 from autograder.engine import GradingOptions, Submission
 from autograder.executors import Executor, ExecutorError, run_submissions
 from autograder.gradebook import CourseGradebook
+from autograder.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings
 from autograder.outputs import (ResultStore, atomic_write, notebook_digest, safe_name, write_grades_csv,
                                 write_results_json)
-from autograder.results import STATUS_ERROR, SubmissionResult
+from autograder.results import FLAG_IDENTITY, STATUS_ERROR, SubmissionResult
 from autograder.sandbox.process import Limits
 from autograder.sandbox.environment import SandboxEnvironmentError
 from autograder.sandbox import tiers
@@ -57,6 +58,7 @@ class RunOptions:
     cell_timeout: float = 30.0
     probe_timeout: float = 30.0
     convention_credit: float = 0.0
+    handin: HandInOptions = field(default_factory=HandInOptions)  # late policy and exchange checks (CLI overrides)
 
 
 @dataclass
@@ -76,7 +78,7 @@ class RunSummary:
             rs = [r for r in self.results if r.assignment_id == a]
             if not rs:
                 continue
-            scores = [r.score for r in rs]
+            scores = [r.final_score for r in rs]
             failures = sum(r.status == STATUS_ERROR for r in rs)
             rows.append((a, len(rs), statistics.mean(scores), statistics.median(scores), rs[0].max_score, failures))
         return rows
@@ -144,6 +146,11 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
     grading = GradingOptions(limits=limits, tier=tier, allow_weak_sandbox=opts.allow_weak_sandbox,
                              convention_credit=opts.convention_credit, secret=secret)
     keys = {a: grading_key(a, tier, limits.to_dict(), opts.convention_credit, secret) for a in assignment_ids}
+    try:
+        handin_settings = load_settings(course, opts.handin)
+    except HandInError as exc:
+        raise GradingRunError(str(exc)) from None
+    found_by_key = {(f.student_id, f.assignment_id): f for f in found}
 
     todo: list[FoundSubmission] = []
     digests, cache_keys, skipped = {}, {}, 0
@@ -165,21 +172,34 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
     executor = Executor(opts.executor, opts.workers, opts.scheduler)
 
     with CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
-        def record(result: SubmissionResult):
+        def record(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None):
             key = (result.student_id, result.assignment_id)
+            result.handin = _assess_handin(result, found_by_key.get(key), handin_settings, gb)
             gb.record(result, assignments[result.assignment_id])
             html = write_report(out, result)
             if feedback_root is not None:
-                write_feedback(feedback_root, result, folders.get(key), assignments[result.assignment_id].source.name,
-                               html)
-            store.save(result, digests.get(key), cache_keys.get(key))  # last: this marks the submission done
-            advance(result)
+                write_feedback(feedback_root, result, folders.get(key) or _folder(found_by_key.get(key)),
+                               assignments[result.assignment_id].source.name, html,
+                               release_flagged=handin_settings.release_flagged_feedback)
+            # last: this marks the submission done
+            store.save(result, digest or digests.get(key), cache_key or cache_keys.get(key))
 
         try:
-            run_submissions([Submission(f.notebook, f.assignment_id, f.student_id) for f in todo], grading, record,
-                            executor)
+            run_submissions([Submission(f.notebook, f.assignment_id, f.student_id) for f in todo], grading,
+                            lambda result: (record(result), advance(result)), executor)
         except (SandboxUnavailable, SandboxEnvironmentError, ExecutorError) as exc:
             raise GradingRunError(str(exc)) from None
+        # results kept from an earlier run: their hand-in (a due date, an extension, the policy) may have changed
+        for key, f in found_by_key.items():
+            if key in digests:
+                continue
+            stored = store.load(*key)
+            if stored is None:
+                continue
+            release = handin_settings.release_flagged_feedback and any(
+                flag.kind == FLAG_IDENTITY for flag in stored.result.flags)
+            if release or _assess_handin(stored.result, f, handin_settings, gb) != stored.result.handin:
+                record(stored.result, stored.notebook_sha256, stored.cache_key)
         results = store.all(assignment_ids)
         graded_now = {(f.student_id, f.assignment_id) for f in todo}
         for result in results:  # what was graded before (cached, or before an interruption): into the gradebook
@@ -189,6 +209,19 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
     write_exports(out, results, roster, assignment_ids)
     return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids,
                       executor.usage)
+
+
+def _folder(found: FoundSubmission | None) -> Path | None:
+    return found.folder if found is not None else None
+
+
+def _assess_handin(result: SubmissionResult, found: FoundSubmission | None, settings: HandInSettings,
+                   gb: CourseGradebook):
+    """The submission's hand-in record (autograder.handin): identity, time, lateness, penalty."""
+    if found is None:
+        return result.handin  # not among this run's submissions: keep what was recorded
+    return assess(result, found.folder, found.notebook, settings, gb.due_date(result.assignment_id),
+                  gb.extension(result.assignment_id, result.student_id))
 
 
 def write_report(out: Path, result: SubmissionResult) -> str:
@@ -201,10 +234,19 @@ def write_report(out: Path, result: SubmissionResult) -> str:
 
 
 def write_feedback(feedback_root: Path, result: SubmissionResult, submission_folder: Path | None,
-                   notebook_name: str, html: str) -> None:
-    """The report where nbgrader expects feedback, with the files `nbgrader release_feedback` reads beside it."""
+                   notebook_name: str, html: str, release_flagged: bool = False) -> None:
+    """The report where nbgrader expects feedback, with the files `nbgrader release_feedback` reads beside it.
+
+    A submission the OS says someone else wrote gets no feedback here (its report would go to whoever
+    made it): the instructor decides, then grades again with --release-flagged-feedback.
+    """
     folder = feedback_root / result.student_id / result.assignment_id
-    atomic_write(folder / (Path(notebook_name).stem + ".html"), html, durable=False)
+    page = folder / (Path(notebook_name).stem + ".html")
+    if not release_flagged and any(f.kind == FLAG_IDENTITY for f in result.flags):
+        page.unlink(missing_ok=True)
+        return
+    atomic_write(page, html, durable=False)
+    os.chmod(page, 0o644)  # release_feedback copies the mode into the exchange: students must read it
     for name in ("timestamp.txt", "submission_secret.txt"):
         source = submission_folder / name if submission_folder else None
         if source is not None and source.is_file() and not source.is_symlink():

@@ -105,14 +105,25 @@ def write_results_json(results: list[SubmissionResult], path: Path) -> None:
     rows = []
     for r in results:
         rows.append({
-            "student": r.student_id, "assignment": r.assignment_id, "score": r.score, "max_score": r.max_score,
-            "status": r.status, "message": r.message, "tier": r.tier, "grader_version": r.grader_version,
+            "student": r.student_id, "assignment": r.assignment_id, "score": r.final_score,
+            "raw_score": r.score, "late_penalty": r.penalty, "max_score": r.max_score, "status": r.status, "message": r.message, "tier": r.tier, "grader_version": r.grader_version,
             "parts": [{"grade_id": p.grade_id, "score": p.score, "max_score": p.max_score} for p in r.parts],
             "checks": [{"name": c.name, "grade_id": c.grade_id, "passed": c.passed, "points": c.points,
                         "max_points": c.max_points, "message": c.message, "diagnosis": c.diagnosis}
                        for p in r.parts for c in p.checks],
+            "handin": _handin_json(r),
         })
     atomic_write(path, json.dumps(rows, ensure_ascii=False, indent=1))
+
+
+def _handin_json(r: SubmissionResult) -> dict | None:
+    h = r.handin
+    if h is None:
+        return None
+    return {"submitted_at": h.submitted_at, "time_source": h.time_source, "student_timestamp": h.student_timestamp,
+            "observed_at": h.observed_at, "submitter": h.submitter, "due": h.due,
+            "extension_seconds": h.extension_seconds, "seconds_late": h.seconds_late, "penalty": h.penalty,
+            "policy": h.policy, "flags": [{"kind": f.kind, "message": f.message} for f in h.flags]}
 
 
 def spreadsheet_safe(value: str) -> str:
@@ -121,17 +132,30 @@ def spreadsheet_safe(value: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
+CSV_COLUMNS = ("", "_raw", "_penalty", "_flags")  # per assignment: final score, raw score, penalty, flags
+
+
 def write_grades_csv(results: list[SubmissionResult], roster: list[str], assignment_ids: list[str],
                      path: Path) -> None:
-    """One row per student (roster first, then anyone else who submitted), zero where nothing was submitted."""
-    scores = {(r.student_id, r.assignment_id): r.score for r in results}
+    """One row per student (roster first, then anyone else who submitted), zero where nothing was submitted.
+
+    Per assignment: the final score (after the late penalty), the raw score, the penalty, and the hand-in
+    flags (kinds, `;`-separated: identity, time, unverified); the total is of the final scores.
+    """
+    by_key = {(r.student_id, r.assignment_id): r for r in results}
     students = list(dict.fromkeys(list(roster) + sorted({r.student_id for r in results})))
     with tempfile.SpooledTemporaryFile(mode="w+", newline="", encoding="utf-8") as buf:
         writer = csv.writer(buf)
-        writer.writerow(["student", *assignment_ids, "total"])
+        writer.writerow(["student", *(f"{a}{suffix}" for a in assignment_ids for suffix in CSV_COLUMNS), "total"])
         for student in students:
-            row = [scores.get((student, a), 0.0) for a in assignment_ids]
-            writer.writerow([spreadsheet_safe(student), *map(_num, row), _num(sum(row))])
+            row, total = [], 0.0
+            for a in assignment_ids:
+                r = by_key.get((student, a))
+                final = r.final_score if r else 0.0
+                total += final
+                row += [_num(final), _num(r.score if r else 0.0), _num(r.penalty if r else 0.0),
+                        ";".join(dict.fromkeys(f.kind for f in r.flags)) if r else ""]
+            writer.writerow([spreadsheet_safe(student), *row, _num(total)])
         buf.seek(0)
         lines = buf.read()
     atomic_write(path, lines)

@@ -25,7 +25,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from autograder import __version__
-from autograder.results import STATUS_ERROR, CheckResult, PartResult, SubmissionResult
+from autograder.results import FLAG_IDENTITY, FLAG_TIME, STATUS_ERROR, CheckResult, PartResult, SubmissionResult
 from autograder.sandbox.tiers import PROTECTS
 from solutions import ASSIGNMENTS
 from solutions.student_params import HAND_ASSIGNMENTS, student_answers, student_params
@@ -336,6 +336,42 @@ def _part_view(part: PartResult, info: AssignmentInfo, result: SubmissionResult)
     )
 
 
+def fmt_duration_zh(seconds: float) -> str:
+    seconds = int(math.ceil(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{days} 天" if days else "", f"{hours} 小时" if hours else "", f"{minutes} 分钟" if minutes else ""]
+    text = " ".join(p for p in parts if p)
+    return text or f"{secs} 秒"
+
+
+def fmt_duration(seconds: float) -> str:
+    seconds = int(math.ceil(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return " ".join(p for p in (f"{days}d" if days else "", f"{hours}h" if hours else "",
+                                f"{minutes}m" if minutes else "") if p) or f"{secs}s"
+
+
+def _handin_view(result: SubmissionResult) -> dict | None:
+    """When it was handed in, the due date, the penalty, and the flags a student should see (Chinese)."""
+    h = result.handin
+    if h is None:
+        return None
+    flags = [f.message_zh for f in h.flags if f.kind in (FLAG_IDENTITY, FLAG_TIME)]
+    if not (h.due or h.penalty or flags):
+        return None
+    return {
+        "submitted_at": h.submitted_at, "due": h.due, "late": h.seconds_late > 0,
+        "late_text": fmt_duration_zh(h.seconds_late) if h.seconds_late > 0 else "",
+        "extension": fmt_duration_zh(h.extension_seconds) if h.extension_seconds > 0 else "",
+        "raw": fmt_points(result.score), "penalty": fmt_points(h.penalty), "final": fmt_points(result.final_score),
+        "policy": h.policy_zh, "flags": flags, "source_exchange": h.time_source == "exchange",
+    }
+
+
 def render_report(result: SubmissionResult) -> str:
     """One student's report for one assignment: a self-contained HTML page in Chinese."""
     info = assignment_info(result.assignment_id)
@@ -359,8 +395,8 @@ def render_report(result: SubmissionResult) -> str:
     error = result.status == STATUS_ERROR
     return _env.get_template("report.html.j2").render(
         r=result, title=info.title, parts=parts, hand=hand, extra_written=extra_written, failed_cells=failed_cells,
-        error=error, score=fmt_points(result.score), max_score=fmt_points(result.max_score),
-        score_class=_score_class(result.score, result.max_score, error),
+        error=error, score=fmt_points(result.final_score), max_score=fmt_points(result.max_score),
+        score_class=_score_class(result.final_score, result.max_score, error), handin=_handin_view(result),
         notebook=PurePath(result.notebook).name if result.notebook else "",
         version=result.grader_version or __version__, tier=result.tier or "未知",
         tier_note=TIER_NOTES.get(result.tier, "未记录隔离方式"), weak_tier=result.tier == "rlimits",
@@ -435,7 +471,7 @@ class CheckStat:
 def _assignment_summary(aid: str, results: list[SubmissionResult], roster: list[str] | None,
                         borrowed: list[BorrowedAnswers]) -> dict:
     info = assignment_info(aid)
-    scores = [r.score for r in results]
+    scores = [r.final_score for r in results]
     max_score = max((r.max_score for r in results), default=0.0)
     submitted = {r.student_id for r in results}
     missing = sorted(set(roster or ()) - submitted)
@@ -466,8 +502,20 @@ def _assignment_summary(aid: str, results: list[SubmissionResult], roster: list[
             if not c.ok and c.error_type in SANDBOX_TROUBLE:
                 trouble.append({"student": r.student_id, "kind": c.error_type, "where": f"cell {c.index + 1}"
                                 + (f" ({c.grade_id})" if c.grade_id else ""), "message": clip(c.error_message, 300)})
+    handins = []
+    for r in sorted(results, key=lambda r: r.student_id):
+        h = r.handin
+        if h is not None and (h.seconds_late > 0 or h.penalty or h.flags):
+            handins.append({"student": r.student_id, "submitted_at": h.submitted_at or "—",
+                            "source": h.time_source, "submitter": h.submitter or "—", "due": h.due or "—",
+                            "late": fmt_duration(h.seconds_late) if h.seconds_late > 0 else "—",
+                            "extension": fmt_duration(h.extension_seconds) if h.extension_seconds > 0 else "",
+                            "raw": fmt_points(r.score), "penalty": fmt_points(h.penalty),
+                            "final": fmt_points(r.final_score), "flags": [(f.kind, f.message) for f in h.flags]})
     return {
         "id": aid, "title": info.title, "count": len(results), "missing": missing,
+        "handins": handins, "late": sum(bool(r.handin and r.handin.seconds_late > 0) for r in results),
+        "handin_flags": sum(bool(r.flags) for r in results),
         "not_on_roster": sorted(submitted - set(roster)) if roster is not None else [],
         "errors": sum(r.status == STATUS_ERROR for r in results),
         "mean": fmt_points(statistics.mean(scores)) if scores else "—",

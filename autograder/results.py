@@ -43,6 +43,43 @@ class CellRun:
 
 
 @dataclass
+class Flag:
+    """Something about how a submission was handed in that the instructor should look at (grading still ran)."""
+
+    kind: str  # FLAG_IDENTITY, FLAG_TIME or FLAG_UNVERIFIED
+    message: str  # for the instructor (English)
+    message_zh: str  # for the student's report (Chinese)
+
+
+FLAG_IDENTITY = "identity"  # the operating system says someone else wrote it
+FLAG_TIME = "time"  # the student-written timestamp.txt disagrees with when the exchange saw it land
+FLAG_UNVERIFIED = "unverified"  # an exchange is configured but the submission's inbound folder is not there
+
+
+@dataclass
+class HandIn:
+    """How and when a submission was handed in, and what lateness costs (autograder.handin)."""
+
+    submitted_at: str | None = None  # the time used (ISO 8601, UTC), None when unknown
+    time_source: str = "none"  # "timestamp.txt", "exchange" (the collector-observed time) or "none"
+    student_timestamp: str | None = None  # what timestamp.txt says (ISO 8601, UTC)
+    observed_at: str | None = None  # when the exchange saw it land (ISO 8601, UTC)
+    submitter: str | None = None  # the OS user who wrote it in the exchange's inbound folder
+    inbound: str | None = None  # that folder's name
+    due: str | None = None  # the due date with the student's extension (ISO 8601, UTC)
+    extension_seconds: float = 0.0
+    seconds_late: float = 0.0
+    penalty: float = 0.0  # points taken off the raw score; never more than the raw score
+    policy: str = "none"  # the late policy, described (English)
+    policy_zh: str = ""  # the same for the student (Chinese)
+    flags: list[Flag] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "HandIn":
+        return cls(**{**data, "flags": [Flag(**f) for f in data.get("flags", [])]})
+
+
+@dataclass
 class SubmissionResult:
     student_id: str
     assignment_id: str
@@ -60,6 +97,20 @@ class SubmissionResult:
     timings: dict = field(default_factory=dict)  # seconds spent reading, starting the sandbox, in cells, in checks
     hand_answers: dict = field(default_factory=dict)  # the typed hand-computation answers, as plain numbers
     written_answers: dict = field(default_factory=dict)  # grade_id -> the student's written (markdown) answer
+    handin: HandIn | None = None  # set by the grading run (autograder.handin), not by the engine
+
+    @property
+    def penalty(self) -> float:
+        return self.handin.penalty if self.handin else 0.0
+
+    @property
+    def final_score(self) -> float:
+        """The score after the late penalty (`score` is the raw score the checks gave)."""
+        return max(0.0, self.score - self.penalty)
+
+    @property
+    def flags(self) -> list[Flag]:
+        return self.handin.flags if self.handin else []
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,6 +122,7 @@ class SubmissionResult:
             PartResult(**{**p, "checks": [CheckResult(**c) for c in p["checks"]]}) for p in data.get("parts", [])
         ]
         data["cells"] = [CellRun(**c) for c in data.get("cells", [])]
+        data["handin"] = HandIn.from_dict(data["handin"]) if data.get("handin") else None
         return cls(**data)
 
     def identity(self) -> dict:

@@ -33,6 +33,30 @@ setup() {
         fi
     fi
     autograde sandbox-setup
+    student_tools
+}
+
+# The exchange round-trip test (tests/test_exchange_roundtrip.py) runs `nbgrader fetch_assignment`,
+# `submit` and `fetch_feedback` as real student users, who cannot run this venv's Python (it may live
+# under a private home). They get the same nbgrader for Debian's /usr/bin/python3.11 in a world-readable
+# folder: PYTHONPATH=/opt/autograde/student-tools /usr/bin/python3.11 -m nbgrader ... Only as root (the
+# test creates users, so it runs only as root); idempotent (a marker per nbgrader version).
+STUDENT_TOOLS=/opt/autograde/student-tools
+student_tools() {
+    [ "$(id -u)" = 0 ] && [ -x /usr/bin/python3.11 ] || return 0
+    local version
+    version=$("$VENV/bin/python" -c 'import nbgrader; print(nbgrader.__version__)')
+    [ -f "$STUDENT_TOOLS/.nbgrader-$version" ] && return 0
+    local tmp="$STUDENT_TOOLS.tmp.$$"
+    rm -rf "$tmp"
+    /usr/bin/python3.11 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+        --target "$tmp" "nbgrader==$version"
+    touch "$tmp/.nbgrader-$version"
+    chmod -R a+rX "$tmp"
+    rm -rf "$STUDENT_TOOLS.old.$$"
+    [ -e "$STUDENT_TOOLS" ] && mv "$STUDENT_TOOLS" "$STUDENT_TOOLS.old.$$"
+    mv "$tmp" "$STUDENT_TOOLS"
+    rm -rf "$STUDENT_TOOLS.old.$$"
 }
 
 case "${1:-}" in
