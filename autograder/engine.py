@@ -106,12 +106,13 @@ class Grader:
         self.secret = options.secret or course_secret(options.root)
         self.environment = environment.locate()
         self.tier = tiers.choose(options.tier, options.allow_weak_sandbox)
-        self.zygote: Zygote | None = None  # started with the first submission, kept for the batch
+        # launched now, warm by the first submission (it imports torch while the checks are collected)
+        self.zygote: Zygote | None = Zygote(self.environment, self.tier, options.limits.startup_timeout).launch()
 
     def warm_parent(self) -> Zygote:
         if self.zygote is None:
-            self.zygote = Zygote(self.environment, self.tier, self.options.limits.startup_timeout).start()
-        return self.zygote
+            self.zygote = Zygote(self.environment, self.tier, self.options.limits.startup_timeout).launch()
+        return self.zygote.wait_ready()
 
     def close(self) -> None:
         if self.zygote is not None:

@@ -35,13 +35,18 @@ class Zygote:
         self.process: subprocess.Popen | None = None
         self.control: socket.socket | None = None
         self.home: str | None = None
-        self.info: dict = {}
+        self.info: dict = {}  # the warm parent's "ready" message
         self.spec = LaunchSpec(python=str(environment.python), site=str(environment.site),
                                runner_dir=str(environment.runner_dir), env=dict(BASE_ENV))
 
     # --- lifetime ---------------------------------------------------------------------------------
 
     def start(self) -> "Zygote":
+        """Launch and wait until it is warm."""
+        return self.launch().wait_ready()
+
+    def launch(self) -> "Zygote":
+        """Start the warm parent without waiting for it (it imports torch meanwhile): see wait_ready."""
         root = os.geteuid() == 0
         cmd = ZYGOTE_COMMANDS[self.tier](self.spec, root)
         env = dict(self.spec.env)
@@ -60,6 +65,14 @@ class Zygote:
         finally:
             theirs.close()
         self.control = ours
+        self.info = {}
+        return self
+
+    def wait_ready(self) -> "Zygote":
+        if self.info.get("op") == "ready":
+            return self
+        if self.control is None:
+            raise ZygoteError("the sandbox's warm parent is not running")
         try:
             self.info = self._receive(self.startup_timeout)
         except ZygoteError as exc:
@@ -108,6 +121,7 @@ class Zygote:
         if not self.alive():
             self.close()
             self.start()
+        self.wait_ready()
         reply = self._ask({"op": "spawn", "spec": child}, timeout, fds)
         return int(reply["pid"]), reply.get("inner")
 
