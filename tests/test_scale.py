@@ -93,3 +93,22 @@ def test_the_cache_skips_unchanged_work_and_regrades_changes(tmp_path):
     assert run(cell_timeout=9).graded_now == 5
     assert run(cell_timeout=9).graded_now == 0
     assert run(cell_timeout=9, force=True).graded_now == 5
+
+
+def test_a_new_gradebook_is_stamped_with_nbgrader_s_own_migration_head(tmp_path):
+    """The gradebook is created without nbgrader's `alembic heads` subprocess, and nbgrader accepts it as current."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    from nbgrader.dbutil import _temp_alembic_ini
+
+    from autograder.gradebook import CourseGradebook
+
+    with CourseGradebook(tmp_path / "gradebook.db"):
+        pass
+    stamped = sqlite3.connect(tmp_path / "gradebook.db").execute("select version_num from alembic_version").fetchall()
+    with _temp_alembic_ini(f"sqlite:///{tmp_path / 'gradebook.db'}") as ini:
+        heads = subprocess.run([str(Path(sys.executable).parent / "alembic"), "-c", ini, "heads"], capture_output=True,
+                               text=True, check=True).stdout
+    assert stamped == [(heads.split()[0],)]

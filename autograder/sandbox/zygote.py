@@ -91,11 +91,10 @@ class Zygote:
             self.control.close()  # the warm parent sees EOF and exits; its children die with it
             self.control = None
         if self.process is not None:
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            # nothing of it needs an orderly exit (its children are killed with it: PID namespace, parent-death
+            # signal); Python's teardown with torch loaded would cost most of a second
+            self.process.kill()
+            self.process.wait()
             self.process = None
         if self.home:
             shutil.rmtree(self.home, ignore_errors=True)
