@@ -15,6 +15,7 @@ import os
 import selectors
 import subprocess
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from autograder.engine import GradingOptions, Submission, grade_batch
 from autograder.results import STATUS_ERROR, SubmissionResult
 from autograder.worker import options_to_payload
 
+WORKER_COMMAND = [sys.executable, "-m", "autograder.worker"]  # + JOBS_FD RESULTS_FD
 IN_FLIGHT = 2  # jobs queued per local worker: the next is ready while this process records the last
 MAX_ATTEMPTS = 2  # a submission whose worker process died is tried once more on a fresh worker
 
@@ -64,10 +66,13 @@ class _Worker:
     def __init__(self, settings: str):
         jobs_read, self.jobs = os.pipe()
         self.results, results_write = os.pipe()
+        self.stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "autograder.worker", str(jobs_read), str(results_write)],
+            [*WORKER_COMMAND, str(jobs_read), str(results_write)],
             pass_fds=(jobs_read, results_write), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=self.stderr,
         )
+        self.results_seen = 0
         os.close(jobs_read)
         os.close(results_write)
         self.pending: deque[int] = deque()  # job indices sent, in order
@@ -93,6 +98,13 @@ class _Worker:
         self.buffer += chunk
         *lines, self.buffer = self.buffer.split(b"\n")
         return [json.loads(line) for line in lines if line.strip()]
+
+    def errors(self) -> str:
+        try:
+            self.stderr.seek(0)
+            return self.stderr.read().decode("utf-8", "replace").strip()[-2000:]
+        except (OSError, ValueError):
+            return ""
 
     def close(self) -> None:
         self.finish()
@@ -141,6 +153,11 @@ def _run_local(submissions: list[Submission], options: GradingOptions,
                 if messages is None:  # the worker is gone
                     selector.unregister(worker.results)
                     worker.close()
+                    if worker.results_seen == 0 and worker.process.returncode != 0:  # it never worked: no retry
+                        errors.append(f"exit code {worker.process.returncode}: {worker.errors() or 'no output'}")
+                        queue.clear()
+                        worker.pending.clear()
+                        continue
                     for i in worker.pending:  # what it held: again elsewhere, or an error after the last attempt
                         if attempts[i] < MAX_ATTEMPTS:
                             queue.appendleft(i)
@@ -152,6 +169,7 @@ def _run_local(submissions: list[Submission], options: GradingOptions,
                     continue
                 for message in messages:
                     if "result" in message:
+                        worker.results_seen += 1
                         worker.pending.remove(message["i"])
                         on_result(SubmissionResult.from_dict(message["result"]))
                     elif message.get("op") == "done":

@@ -112,3 +112,15 @@ def test_a_new_gradebook_is_stamped_with_nbgrader_s_own_migration_head(tmp_path)
         heads = subprocess.run([str(Path(sys.executable).parent / "alembic"), "-c", ini, "heads"], capture_output=True,
                                text=True, check=True).stdout
     assert stamped == [(heads.split()[0],)]
+
+
+def test_a_worker_that_cannot_start_is_a_clear_error_not_a_retry_loop(tmp_path, monkeypatch):
+    import sys
+
+    from autograder import executors
+
+    monkeypatch.setattr(executors, "WORKER_COMMAND", [sys.executable, "-c", "import sys; sys.exit('no torch here')"])
+    submissions = small_class(tmp_path)
+    with pytest.raises(executors.ExecutorError, match="no torch here"):
+        run_submissions(submissions, GradingOptions(limits=TEST_LIMITS, secret=b"s"), lambda r: None,
+                        Executor("local", workers=2))
