@@ -20,13 +20,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.engine import GradingOptions, Submission, grade_batch
-from autograder.grading_run import GradingRunError, RunOptions, run_grading, write_feedback, write_report
+from autograder.discovery import FoundSubmission
+from autograder.grading_run import GradingRunError, RunOptions, run_grading
 from autograder.outputs import ResultStore
-from autograder.results import SubmissionResult
 from autograder.sandbox import tiers, uids
 from conftest import release_notebook, source_notebook
-from grading_helpers import TEST_LIMITS
 from hostile.corpus import CONCURRENT, SLOW_HONEST, Context, plant_course, submission
 from hostile.watch import machine_tiers, leftover_pool_processes, live_children, tree_fingerprint
 
@@ -163,20 +161,27 @@ def test_odd_student_ids_are_graded_under_their_exact_id(tmp_path):
     assert not set(outside) - set(tree_fingerprint(tmp_path))
 
 
-def test_a_student_id_with_a_slash_stays_inside_the_output_folder(tmp_path):
-    """Discovery takes ids from folder names, so only the API can give one with `/` or `..`: still contained."""
-    broken = tmp_path / "in" / "broken.ipynb"
-    broken.parent.mkdir()
-    broken.write_bytes(b"{")
+def test_a_student_id_with_a_slash_stays_inside_the_output_folder(tmp_path, monkeypatch):
+    """Discovery takes ids from folder names, so none holds `/` or `..`; an id from elsewhere (the API, a future
+    layout) may: the whole record path (results, report, gradebook, nbgrader feedback) stays inside OUT and the
+    course's feedback/."""
+    import autograder.grading_run
+
+    course = tmp_path / "work" / "course"
+    folder = course / "submitted" / "x" / "rmsnorm"
+    folder.mkdir(parents=True)
+    (folder / "rmsnorm.ipynb").write_bytes(b"{")  # an error: no sandbox needed for what this tests
+    (course / "nbgrader_config.py").write_text("")
     sid = "../../escaped/../x/evil"
-    result = grade_batch([Submission(broken, "rmsnorm", sid)], GradingOptions(limits=TEST_LIMITS))[0]
-    assert result.student_id == sid and result.status == "error"
-    out, feedback = tmp_path / "work" / "out", tmp_path / "work" / "course" / "feedback"
+    monkeypatch.setattr(autograder.grading_run, "find_submissions", lambda *a, **k: [
+        FoundSubmission(sid, "rmsnorm", folder / "rmsnorm.ipynb", folder)])
+    out = tmp_path / "work" / "out"
     before = tree_fingerprint(tmp_path)
-    ResultStore(out).save(result, None)
-    write_report(out, result)
-    write_feedback(feedback, result, None, "rmsnorm.ipynb")
+    summary = run_grading(RunOptions(assignments=["rmsnorm"], submissions=course / "submitted", out=out,
+                                     gradebook=out / "gradebook.db"))
+    assert [(r.student_id, r.status) for r in summary.results] == [(sid, "error")]
     written = set(tree_fingerprint(tmp_path)) - set(before)
-    assert written and all(p.startswith((str(out) + "/", str(feedback) + "/")) for p in written), sorted(written)
+    inside = (str(out) + "/", str(course / "feedback") + "/")
+    assert any(p.startswith(str(course / "feedback")) for p in written), sorted(written)
+    assert all(p.startswith(inside) for p in written), sorted(p for p in written if not p.startswith(inside))
     assert [r.student_id for r in ResultStore(out).all()] == [sid]
-    assert SubmissionResult.from_dict(ResultStore(out).load(sid, "rmsnorm")[0].to_dict()).student_id == sid
