@@ -233,6 +233,13 @@ def write_report(out: Path, result: SubmissionResult) -> str:
     return html
 
 
+def nbgrader_folder_name(student_id: str) -> str:
+    """The student's folder name in nbgrader's feedback/ and submitted/: the id itself, as nbgrader has it, unless
+    the id is no single folder name (`/`, `..`: possible only through the API), which gets its escaped form."""
+    plain = student_id not in ("", ".", "..") and "/" not in student_id and "\0" not in student_id
+    return student_id if plain else safe_name(student_id)
+
+
 def write_feedback(feedback_root: Path, result: SubmissionResult, submission_folder: Path | None,
                    notebook_name: str, html: str, release_flagged: bool = False) -> None:
     """The report where nbgrader expects feedback, with the files `nbgrader release_feedback` reads beside it.
@@ -240,7 +247,7 @@ def write_feedback(feedback_root: Path, result: SubmissionResult, submission_fol
     A submission the OS says someone else wrote gets no feedback here (its report would go to whoever
     made it): the instructor decides, then grades again with --release-flagged-feedback.
     """
-    folder = feedback_root / result.student_id / result.assignment_id
+    folder = feedback_root / nbgrader_folder_name(result.student_id) / result.assignment_id
     page = folder / (Path(notebook_name).stem + ".html")
     if not release_flagged and any(f.kind == FLAG_IDENTITY for f in result.flags):
         page.unlink(missing_ok=True)
@@ -275,7 +282,7 @@ def rerender(out: Path, course: Path | None = None) -> int:
     for result in results:
         html = write_report(out, result)
         if course is not None:
-            folder = course / "submitted" / result.student_id / result.assignment_id
+            folder = course / "submitted" / nbgrader_folder_name(result.student_id) / result.assignment_id
             write_feedback(course / "feedback", result, folder, f"{result.assignment_id}.ipynb", html)
     assignment_ids = [a for a in ASSIGNMENTS if any(r.assignment_id == a for r in results)]
     write_exports(out, results, roster, assignment_ids)

@@ -1,5 +1,6 @@
 """Build submissions for the grading tests: the source notebook with edits, under a student's name."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -10,6 +11,8 @@ from autograder.sandbox.process import Limits
 # Small budgets: hostile cases cost seconds, not minutes.
 TEST_LIMITS = Limits(cell_timeout=8.0, probe_timeout=8.0, startup_timeout=60.0, grace=2.0,
                      memory_bytes=3 * 1024**3, cpu_seconds=120)
+# Smaller still for the hostile corpus (a dozen endless loops per tier); an honest cell or probe takes < 0.5 s.
+HOSTILE_LIMITS = replace(TEST_LIMITS, cell_timeout=5.0, probe_timeout=5.0, grace=1.0)
 
 
 def edited_notebook(assignment_id: str, edits, out: Path, base: Path | None = None,

@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import os
+import random
 import shutil
 import signal
 import sqlite3
@@ -20,6 +21,8 @@ from autograder.cli import app
 from autograder.examples import notebook_with_edits
 from autograder.results import SubmissionResult
 from conftest import release_notebook, run_nbgrader, source_notebook
+from hostile.corpus import Context, by_name as hostile_case, plant_course, submission
+from hostile.watch import leftover_pool_processes, live_children
 from solutions.student_params import student_answers
 
 pytestmark = pytest.mark.slow
@@ -148,25 +151,37 @@ def gradebook_rows(db: Path) -> tuple[int, int]:
     return submissions, duplicates
 
 
+HOSTILE_IN_THE_CLASS = ("forged_reply_pickle", "setsid_daemon", "kill_every_process", "endless_loop_cell")
+
+
 def test_resume_after_kill_9_gives_identical_results_and_gradebook(tmp_path):
+    """A class with hostile submissions, killed with SIGKILL at a random point (seeded: AUTOGRADE_KILL_SEED
+    repeats one), then resumed: the same results and gradebook as a run that was not interrupted."""
     course = make_course(tmp_path / "course")
-    for i in range(4):  # a few more students, so that the kill lands half-way
-        folder = course / "submitted" / f"extra{i}" / "rmsnorm"
-        folder.mkdir(parents=True)
-        shutil.copy(source_notebook("rmsnorm"), folder / "rmsnorm.ipynb")
+    ctx = Context(tmp_path / "markers", plant_course(tmp_path / "planted", "HOSTILE-SECRET-x"), "HOSTILE-SECRET-x")
+    ctx.marker_dir.mkdir()
+    for i, name in enumerate(HOSTILE_IN_THE_CLASS):  # sorted after the others: the endless loop is graded last
+        folder = course / "submitted" / f"h{i}-{name}" / "rmsnorm"
+        submission(hostile_case(name), folder, ctx)
     clean = tmp_path / "clean"
     shutil.copytree(course, clean)
 
     cmd = [sys.executable, "-m", "autograder.cli", "grade", "rmsnorm", "--submissions", "SUB", "--out", "OUT", *FAST]
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     args = [a.replace("SUB", str(course / "submitted")).replace("OUT", str(course / "out")) for a in cmd]
+    seed = int(os.environ.get("AUTOGRADE_KILL_SEED", random.randrange(2**32)))
+    rng = random.Random(seed)
+    after_results, delay = rng.randint(0, 7), rng.uniform(0.0, 1.5)
+    print(f"kill -9 seed {seed}: after {after_results} result(s) and {delay:.2f} s")
+    children = live_children(os.getpid())
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
-    while len(list((course / "out" / "results").glob("*/*.json"))) < 3 and time.monotonic() < deadline:
+    while len(list((course / "out" / "results").glob("*/*.json"))) < after_results and time.monotonic() < deadline:
         time.sleep(0.05)
+    time.sleep(delay)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert len(list((course / "out" / "results").glob("*/*.json"))) < 9, "the run finished before the kill"
+    assert len(list((course / "out" / "results").glob("*/*.json"))) < 9, f"the run finished before the kill (seed {seed})"
 
     resumed = subprocess.run(args + ["--resume"], env=env, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -187,6 +202,8 @@ def test_resume_after_kill_9_gives_identical_results_and_gradebook(tmp_path):
         assert done.returncode == 0, done.stderr
         exports.append(sorted((r["student_id"], r["score"]) for r in csv.DictReader(open(root / "export.csv"))))
     assert exports[0] == exports[1]
+    assert os.listdir(ctx.marker_dir) == [] and live_children(os.getpid()) == children
+    assert leftover_pool_processes() == {}
 
 
 def test_report_rerenders_from_stored_results_without_grading(graded_course, monkeypatch):
