@@ -12,6 +12,7 @@ import csv
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,8 +49,15 @@ def atomic_write(path: Path, data: str | bytes, durable: bool = True) -> None:
 
 
 def notebook_digest(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    """sha256 of the file's bytes; a link or a special file is not followed (OSError): it may point at a secret."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        digest = hashlib.sha256()
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+        return digest.hexdigest()
 
 
 _NOTEBOOK_SHA256, _CACHE_KEY = "notebook_sha256", "cache_key"

@@ -334,7 +334,7 @@ _CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
 NAMESPACE_FLAGS = {"mount": _CLONE_NEWNS, "uts": _CLONE_NEWUTS, "ipc": _CLONE_NEWIPC, "pid": _CLONE_NEWPID,
                    "net": _CLONE_NEWNET}
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 0x4000, 0x40000
-_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS = 1, 24, 38
+_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 24, 36, 38
 _RLIMITS = {"memory_bytes": "RLIMIT_AS", "cpu_seconds": "RLIMIT_CPU", "file_bytes": "RLIMIT_FSIZE",
             "open_files": "RLIMIT_NOFILE", "core_bytes": "RLIMIT_CORE", "processes": "RLIMIT_NPROC"}
 FD_IN, FD_OUT = 3, 4
@@ -491,18 +491,24 @@ def zygote(config):
         os.dup2(devnull, fd)
     children, exited = {}, {}  # monitor pid -> inner pid; monitor pid -> exit code
 
-    def reap():
-        while children:
+    def reap(*_):
+        """Collect every child that ended: our children, and the orphans we adopt as subreaper (a killed fork
+        bomb's, a `setsid` daemon's), at once: a zombie would still count against its uid's process limit."""
+        while True:
             try:
                 pid, code = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
-            children.pop(pid, None)
-            exited[pid] = os.waitstatus_to_exitcode(code)
-            while len(exited) > 256:
-                exited.pop(next(iter(exited)))
+            if pid in children:
+                children.pop(pid)
+                exited[pid] = os.waitstatus_to_exitcode(code)
+                while len(exited) > 256:
+                    exited.pop(next(iter(exited)))
+
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    signal.signal(signal.SIGCHLD, reap)
 
     def send(message):
         control.sendall(json.dumps(message).encode())
@@ -521,8 +527,11 @@ def zygote(config):
         if op == "spawn":
             fd_in, fd_out = fds
             report_read, report_write = os.pipe()
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # until the child is in `children`
             pid = os.fork()
             if pid == 0:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
                 control.close()
                 os.close(report_read)
                 _child(torch, wire, request["spec"], fd_in, fd_out, report_write)
@@ -533,6 +542,7 @@ def zygote(config):
                 line = report.readline().strip()
             inner = int(line) if line.isdigit() else None
             children[pid] = inner
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             send({"op": "spawned", "pid": pid, "inner": inner})
         elif op == "kill":
             pid = int(request["pid"])

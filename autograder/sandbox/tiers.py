@@ -33,8 +33,8 @@ PROTECTS = {
                   "(own PID namespace, killed as a whole), other students (own uid), resources (rlimits)",
     "landlock": "file system (Landlock: reads limited to the runtime, writes to scratch), TCP network, signals "
                 "out of the sandbox (Landlock ABI >= 6), other students (own uid when root), resources (rlimits)",
-    "rlimits": "resources only (memory, CPU, file size, processes) and a wall-clock timeout: no file-system, "
-               "network or process isolation",
+    "rlimits": "resources only (memory, CPU, file size, processes) and a wall-clock timeout, and as root other "
+               "students' processes (a pool uid each): no file-system or network isolation",
 }
 
 

@@ -21,8 +21,8 @@ class UidPoolExhausted(Exception):
     pass
 
 
-def processes_of(uid: int) -> list[int]:
-    """Live processes whose real uid is `uid` (zombies are dead already: they only wait to be reaped)."""
+def processes_of(uid: int, zombies: bool = False) -> list[int]:
+    """Processes whose real uid is `uid`: the live ones, and with `zombies` also those that wait to be reaped."""
     pids = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -34,7 +34,7 @@ def processes_of(uid: int) -> list[int]:
                     if line.startswith(b"State:"):
                         state = line.split()[1]
                     elif line.startswith(b"Uid:"):
-                        if int(line.split()[1]) == uid and state not in (b"Z", b"X"):
+                        if int(line.split()[1]) == uid and (zombies or state not in (b"Z", b"X")):
                             pids.append(int(entry.name))
                         break
         except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError, IndexError):
@@ -42,19 +42,28 @@ def processes_of(uid: int) -> list[int]:
     return pids
 
 
+ZOMBIE_WAIT = 5.0  # seconds: how long a uid waits for the zombies of its killed processes to be reaped
+
+
 def kill_all(uid: int, attempts: int = 50) -> None:
-    """SIGKILL every process of `uid`, until none is left (a fork bomb is bounded by RLIMIT_NPROC)."""
+    """SIGKILL every process of `uid`, until none is left (a fork bomb is bounded by RLIMIT_NPROC); then wait
+    (at most ZOMBIE_WAIT) until their zombies are reaped too: a zombie still counts against the uid's
+    RLIMIT_NPROC, so the next sandbox on the uid could not fork (the zombies of a killed fork bomb, orphans
+    reaped by init, linger for about a second)."""
     if uid == 0:
         raise ValueError("refusing to kill the processes of root")
     for _ in range(attempts):
         pids = processes_of(uid)
         if not pids:
-            return
+            break
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        time.sleep(0.01)
+    deadline = time.monotonic() + ZOMBIE_WAIT
+    while processes_of(uid, zombies=True) and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
