@@ -101,13 +101,18 @@ def typed_answers(student: StudentCode, assignment_id: str) -> dict:
 class Grader:
     """Grades one submission at a time; holds what is shared by the batch."""
 
-    def __init__(self, options: GradingOptions):
+    def __init__(self, options: GradingOptions, zygote: Zygote | None = None):
         self.options = options
         self.secret = options.secret or course_secret(options.root)
         self.environment = environment.locate()
         self.tier = tiers.choose(options.tier, options.allow_weak_sandbox)
-        # launched now, warm by the first submission (it imports torch while the checks are collected)
-        self.zygote: Zygote | None = Zygote(self.environment, self.tier, options.limits.startup_timeout).launch()
+        # launched now (or earlier, by the caller: `zygote`), warm by the first submission: it imports torch
+        # while the checks are collected
+        if zygote is not None and (zygote.tier != self.tier or zygote.environment != self.environment):
+            zygote.close()
+            zygote = None
+        self.zygote: Zygote | None = zygote or Zygote(self.environment, self.tier,
+                                                      options.limits.startup_timeout).launch()
 
     def warm_parent(self) -> Zygote:
         if self.zygote is None:

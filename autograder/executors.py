@@ -20,9 +20,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from autograder.engine import GradingOptions, Submission, grade_batch
+from typing import TYPE_CHECKING
+
 from autograder.results import STATUS_ERROR, SubmissionResult
-from autograder.worker import options_to_payload
+
+if TYPE_CHECKING:  # the engine (torch) is imported where grading happens, not by whoever only plans it
+    from autograder.engine import Grader, GradingOptions, Submission
 
 WORKER_COMMAND = [sys.executable, "-m", "autograder.worker"]  # + JOBS_FD RESULTS_FD
 IN_FLIGHT = 2  # jobs queued per local worker: the next is ready while this process records the last
@@ -45,16 +48,26 @@ def default_workers() -> int:
     return max(len(os.sched_getaffinity(0)), 1)
 
 
-def run_submissions(submissions: list[Submission], options: GradingOptions,
-                    on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
+def in_process(executor: Executor, count: int) -> bool:
+    """Whether `run_submissions` grades `count` submissions in this process (one worker, or one submission)."""
+    return executor.kind == "local" and (executor.workers <= 1 or count == 1)
+
+
+def run_submissions(submissions: "list[Submission]", options: "GradingOptions",
+                    on_result: Callable[[SubmissionResult], None], executor: Executor,
+                    grader: "Grader | None" = None) -> None:
+    """Grade `submissions` where `executor` says; `grader`: this process's, made early (its sandbox parent warms
+    up meanwhile), used when the grading happens here."""
     if not submissions:
         return
     if executor.kind == "dask":
         return _run_dask(submissions, options, on_result, executor)
     if executor.kind != "local":
         raise ExecutorError(f"unknown executor {executor.kind!r}; choose local or dask")
-    if executor.workers <= 1 or len(submissions) == 1:
-        grade_batch(submissions, options, on_result)
+    if in_process(executor, len(submissions)):
+        from autograder.engine import grade_batch
+
+        grade_batch(submissions, options, on_result, grader=grader)
         return
     _run_local(submissions, options, on_result, executor)
 
@@ -116,8 +129,10 @@ class _Worker:
             self.process.wait()
 
 
-def _run_local(submissions: list[Submission], options: GradingOptions,
+def _run_local(submissions: "list[Submission]", options: "GradingOptions",
                on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
+    from autograder.worker import options_to_payload
+
     settings = json.dumps({"options": options_to_payload(options),
                            "assignment_ids": sorted({s.assignment_id for s in submissions})})
     queue = deque(range(len(submissions)))
@@ -192,7 +207,7 @@ def _run_local(submissions: list[Submission], options: GradingOptions,
         raise ExecutorError(f"a grading worker failed: {errors[0]}")
 
 
-def _worker_died(submission: Submission, options: GradingOptions, code: int | None) -> SubmissionResult:
+def _worker_died(submission: "Submission", options: "GradingOptions", code: int | None) -> SubmissionResult:
     """A submission whose worker process died twice under it: an error result, the batch goes on."""
     from autograder import __version__
     from autograder.assignments import load_assignment
@@ -210,13 +225,13 @@ def _worker_died(submission: Submission, options: GradingOptions, code: int | No
 # --- Dask -----------------------------------------------------------------------------------------------
 
 
-def _run_dask(submissions: list[Submission], options: GradingOptions,
+def _run_dask(submissions: "list[Submission]", options: "GradingOptions",
               on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise ExecutorError("the dask executor needs dask[distributed] (pip install 'dask[distributed]')") from None
-    from autograder.worker import grade_chunk
+    from autograder.worker import grade_chunk, options_to_payload
 
     cluster = None
     try:
@@ -252,7 +267,7 @@ def _run_dask(submissions: list[Submission], options: GradingOptions,
             cluster.close()
 
 
-def _job(submission: Submission) -> dict:
+def _job(submission: "Submission") -> dict:
     """A submission as a Dask task carries it: the notebook's bytes, read here as the engine reads them."""
     from autograder.reading import UnreadableNotebook, load_notebook_bytes
 
