@@ -88,17 +88,20 @@ class CourseGradebook:
         except MissingEntry:
             gb.add_student(result.student_id)
         try:
-            gb.find_submission(assignment.id, result.student_id)
+            submission = gb.find_submission(assignment.id, result.student_id)
         except MissingEntry:
             with warnings.catch_warnings():  # nbgrader's own add_submission trips SQLAlchemy's autoflush warnings
                 warnings.simplefilter("ignore", SAWarning)
-                gb.add_submission(assignment.id, result.student_id)  # creates an empty grade per cell
+                submission = gb.add_submission(assignment.id, result.student_id)  # an empty grade per cell
         scores = {p.grade_id: p.score for p in result.parts}
         try:
             if result.handin is not None:  # when it was handed in, and the late penalty `nbgrader export` subtracts
-                self._record_handin(result, assignment)
+                self._record_handin(result, assignment, submission)
+            # the submission's grades in one query, not one find_grade per part
+            grades = {g.name: g for nb in submission.notebooks if nb.name == notebook for g in nb.grades}
             for part in assignment.parts:
-                grade = gb.find_grade(part.grade_id, notebook, assignment.id, result.student_id)
+                grade = grades.get(part.grade_id) or gb.find_grade(part.grade_id, notebook, assignment.id,
+                                                                   result.student_id)
                 grade.auto_score = 0.0 if part.written else float(scores.get(part.grade_id, 0.0))
                 # a written answer worth points still waits for the instructor; everything else is done
                 grade.needs_manual_grade = bool(part.written and part.points > 0 and grade.manual_score is None)
@@ -107,10 +110,9 @@ class CourseGradebook:
             gb.db.rollback()
             raise
 
-    def _record_handin(self, result: SubmissionResult, assignment: Assignment) -> None:
+    def _record_handin(self, result: SubmissionResult, assignment: Assignment, submission) -> None:
         from autograder.handin import from_iso
 
-        submission = self.gb.find_submission(assignment.id, result.student_id)
         submitted = from_iso(result.handin.submitted_at)
         if submitted is not None:
             submission.timestamp = submitted
