@@ -28,6 +28,9 @@ if TYPE_CHECKING:  # the engine (torch) is imported where grading happens, not b
     from autograder.engine import Grader, GradingOptions, Submission
 
 WORKER_COMMAND = [sys.executable, "-m", "autograder.worker"]  # + JOBS_FD RESULTS_FD
+# one thread per worker for torch's own work in the checks: the workers already use every core, and idle
+# OpenMP threads spinning next to another worker's cost more than they give (as Dask's workers do by default)
+WORKER_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 IN_FLIGHT = 2  # jobs queued per local worker: the next is ready while this process records the last
 MAX_ATTEMPTS = 2  # a submission whose worker process died is tried once more on a fresh worker
 
@@ -83,7 +86,7 @@ class _Worker:
         self.process = subprocess.Popen(
             [*WORKER_COMMAND, str(jobs_read), str(results_write)],
             pass_fds=(jobs_read, results_write), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=self.stderr,
+            stderr=self.stderr, env=WORKER_ENV,
         )
         self.results_seen = 0
         os.close(jobs_read)
