@@ -50,6 +50,7 @@ class CourseGradebook:
         self.path = Path(path)
         self.gb = Gradebook(f"sqlite:///{self.path}", course_id=course_id)
         self._prepared: set[str] = set()
+        self._due_dates: dict[str, datetime | None] = {}
 
     def close(self) -> None:
         self.gb.close()
@@ -121,11 +122,14 @@ class CourseGradebook:
             nb.late_submission_penalty = result.handin.penalty if i == 0 else 0.0
 
     def due_date(self, assignment_id: str) -> datetime | None:
-        """The assignment's due date (naive UTC), set by `nbgrader db assignment add ID --duedate=...`."""
-        try:
-            return self.gb.find_assignment(assignment_id).duedate
-        except MissingEntry:
-            return None
+        """The assignment's due date (naive UTC), set by `nbgrader db assignment add ID --duedate=...`; read once
+        per gradebook opened (a run), not once per submission."""
+        if assignment_id not in self._due_dates:
+            try:
+                self._due_dates[assignment_id] = self.gb.find_assignment(assignment_id).duedate
+            except MissingEntry:
+                return None
+        return self._due_dates[assignment_id]
 
     def extension(self, assignment_id: str, student_id: str) -> timedelta | None:
         """The student's extension for the assignment, if the gradebook has one."""
