@@ -21,9 +21,9 @@ class UidPoolExhausted(Exception):
     pass
 
 
-def processes_of(uid: int, zombies: bool = False) -> list[int]:
-    """Processes whose real uid is `uid`: the live ones, and with `zombies` also those that wait to be reaped."""
-    pids = []
+def _tasks_of(uid: int) -> list[tuple[int, bool]]:
+    """(pid, is a zombie) for every process whose real uid is `uid`: one pass over /proc."""
+    tasks = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -34,36 +34,45 @@ def processes_of(uid: int, zombies: bool = False) -> list[int]:
                     if line.startswith(b"State:"):
                         state = line.split()[1]
                     elif line.startswith(b"Uid:"):
-                        if int(line.split()[1]) == uid and (zombies or state not in (b"Z", b"X")):
-                            pids.append(int(entry.name))
+                        if int(line.split()[1]) == uid:
+                            tasks.append((int(entry.name), state in (b"Z", b"X")))
                         break
         except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError, IndexError):
             continue
-    return pids
+    return tasks
+
+
+def processes_of(uid: int, zombies: bool = False) -> list[int]:
+    """Processes whose real uid is `uid`: the live ones, and with `zombies` also those that wait to be reaped."""
+    return [pid for pid, zombie in _tasks_of(uid) if zombies or not zombie]
 
 
 ZOMBIE_WAIT = 5.0  # seconds: how long a uid waits for the zombies of its killed processes to be reaped
 
 
 def kill_all(uid: int, attempts: int = 50) -> None:
-    """SIGKILL every process of `uid`, until none is left (a fork bomb is bounded by RLIMIT_NPROC); then wait
+    """SIGKILL every process of `uid`, until none is left (a fork bomb is bounded by RLIMIT_NPROC), and wait
     (at most ZOMBIE_WAIT) until their zombies are reaped too: a zombie still counts against the uid's
-    RLIMIT_NPROC, so the next sandbox on the uid could not fork (the zombies of a killed fork bomb, orphans
-    reaped by init, linger for about a second)."""
+    RLIMIT_NPROC, so the next sandbox on the uid could not fork. Usually nothing is left: one pass over /proc."""
     if uid == 0:
         raise ValueError("refusing to kill the processes of root")
-    for _ in range(attempts):
-        pids = processes_of(uid)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.01)
-    deadline = time.monotonic() + ZOMBIE_WAIT
-    while processes_of(uid, zombies=True) and time.monotonic() < deadline:
+    zombie_deadline = None
+    while True:
+        tasks = _tasks_of(uid)
+        live = [pid for pid, zombie in tasks if not zombie]
+        if live and attempts > 0:
+            attempts -= 1
+            for pid in live:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        elif tasks:  # only zombies (or live ones that outlasted every attempt): wait for them, bounded
+            zombie_deadline = zombie_deadline or time.monotonic() + ZOMBIE_WAIT
+            if time.monotonic() > zombie_deadline:
+                return
+        else:
+            return
         time.sleep(0.01)
 
 
