@@ -3,9 +3,10 @@
 Started by the grader as `python -I -S runner.py CONFIG_JSON` inside the tier's view (nothing of
 the course in it), as a warm parent (the zygote, see `zygote`): it imports torch once and forks a
 confined child per submission, which gets two pipes (requests in, replies out). It imports only
-the standard library, torch, what the notebooks import, and wire.py (which sits next to it). Everything it sends is plain data in wire.py's
-format; pass/fail is never decided here, so whatever the student's code does to this process
-(monkeypatching, exiting, forging output) can at most make its own answers wrong.
+the standard library, torch, what the notebooks import, and wire.py (which sits next to it).
+Everything it sends is plain data in wire.py's format; pass/fail is never decided here, so whatever
+the student's code does to this process (monkeypatching, exiting, forging output) can at most make
+its own answers wrong.
 
 Requests (op):
     exec_cell  {"source", "cell", "timeout"}          run one code cell in the notebook's namespace
