@@ -9,12 +9,9 @@ corrupt file, each with the demo and plot cells real notebooks carry. Everything
 timed: references, diagnosis, gradebook, reports, feedback, exports.
 """
 
-import os
 import resource
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -24,6 +21,7 @@ from autograder import REPO_ROOT
 from autograder.demo.build import build_demo_course
 from autograder.demo.students import DemoStudent
 from autograder.examples import mistakes
+from autograder.gradebook import run_nbgrader
 from autograder.grading_run import RunOptions, RunSummary, run_grading
 from solutions import ASSIGNMENTS
 
@@ -77,7 +75,7 @@ def run_ours(course_root: Path, out: Path, assignment_ids: list[str], workers: i
     return BenchFigures(len(summary.results), seconds, [r.seconds for r in summary.results], workers, usage)
 
 
-def run_nbgrader(course_root: Path, work: Path, subset: list[tuple[str, str]]) -> tuple[int, float]:
+def run_nbgrader_autograde(course_root: Path, work: Path, subset: list[tuple[str, str]]) -> tuple[int, float]:
     """`nbgrader autograde` on `subset` ((student, assignment) pairs) in a course of its own; (notebooks, seconds)."""
     nb_course = work / "nbgrader-course"
     shutil.rmtree(nb_course, ignore_errors=True)
@@ -88,11 +86,8 @@ def run_nbgrader(course_root: Path, work: Path, subset: list[tuple[str, str]]) -
         "c.CourseDirectory.source_directory = 'source'\n"
         "c.CourseDirectory.ignore = ['.ipynb_checkpoints', '*.pyc', '__pycache__', 'feedback']\n",
         encoding="utf-8")
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-
     def nbgrader(*args: str) -> None:
-        done = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=nb_course, env=env,
-                              capture_output=True, text=True)
+        done = run_nbgrader([*args, "--log-level=WARN"], nb_course)
         if done.returncode != 0:
             raise RuntimeError(f"nbgrader {' '.join(args)} failed: {done.stderr[-1500:]}")
 
@@ -135,7 +130,7 @@ def bench(students: int = 20, assignment_ids: list[str] | None = None, workers: 
             readable = [key for key, outcome in course.expected.items() if outcome != "error"]
             step = max(1, len(readable) // max(nbgrader_subset, 1))
             subset = readable[::step][:nbgrader_subset]
-            count, seconds = run_nbgrader(course.root, work, subset)
+            count, seconds = run_nbgrader_autograde(course.root, work, subset)
             rate = count / seconds
             print(f"nbgrader autograde: {count} of the same notebooks in {seconds:.1f} s: {rate:.3f} notebooks/s "
                   f"({seconds / count:.2f} s a notebook)")

@@ -98,6 +98,18 @@ def typed_answers(student: StudentCode, assignment_id: str) -> dict:
     return answers
 
 
+def failed_result(submission: Submission, assignment: Assignment, tier: str, seed: int,
+                  message: str) -> SubmissionResult:
+    """A submission that could not be graded (unreadable, or its grading worker died): status error, 0 points,
+    every part unanswered with `message`."""
+    return SubmissionResult(
+        student_id=submission.student_id, assignment_id=assignment.id, status=STATUS_ERROR, score=0.0,
+        max_score=assignment.max_score, tier=tier, seed=seed, grader_version=__version__,
+        notebook=str(submission.notebook), message=message,
+        parts=[PartResult(p.grade_id, 0.0, p.points, [], answered=False, message=message) for p in assignment.parts],
+    )
+
+
 class Grader:
     """Grades one submission at a time; holds what is shared by the batch."""
 
@@ -143,8 +155,7 @@ class Grader:
         try:
             prepared = prepare(submission.notebook, assignment)
         except UnreadableNotebook as exc:
-            result.status, result.message = STATUS_ERROR, exc.message
-            result.parts = [self._unanswered(p, exc.message) for p in assignment.parts]
+            result = failed_result(submission, assignment, self.tier, seed, exc.message)
             result.seconds = time.monotonic() - started
             return result
 
@@ -170,10 +181,6 @@ class Grader:
         result.score = sum(p.score for p in result.parts)
         result.seconds = time.monotonic() - started
         return result
-
-    @staticmethod
-    def _unanswered(part, message: str) -> PartResult:
-        return PartResult(part.grade_id, 0.0, part.points, [], answered=False, message=message)
 
     def _points(self, assignment: Assignment, outcome: CheckOutcome) -> float:
         """A passed check's points; a failure explained by a convention keeps the instructor's share of them."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
 
-from autograder.results import STATUS_ERROR, SubmissionResult
+from autograder.results import SubmissionResult
 
 if TYPE_CHECKING:  # the engine (torch) is imported where grading happens, not by whoever only plans it
     from autograder.engine import Grader, GradingOptions, Submission
@@ -212,17 +212,15 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
 
 def _worker_died(submission: "Submission", options: "GradingOptions", code: int | None) -> SubmissionResult:
     """A submission whose worker process died twice under it: an error result, the batch goes on."""
-    from autograder import __version__
     from autograder.assignments import load_assignment
+    from autograder.course import course_secret, student_seed
+    from autograder.engine import failed_result
 
-    assignment = load_assignment(submission.assignment_id, options.root)
-    result = SubmissionResult(
-        student_id=submission.student_id, assignment_id=submission.assignment_id, status=STATUS_ERROR, score=0.0,
-        max_score=assignment.max_score, tier=options.tier or "", seed=0, grader_version=__version__,
-        notebook=str(submission.notebook),
-        message=f"the grading worker process died twice while grading this submission (exit code {code})",
-    )
-    return result
+    seed = student_seed(options.secret or course_secret(options.root), submission.assignment_id,
+                        submission.student_id)
+    message = f"the grading worker process died twice while grading this submission (exit code {code})"
+    return failed_result(submission, load_assignment(submission.assignment_id, options.root), options.tier or "",
+                         seed, message)
 
 
 # --- Dask -----------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ override survives a regrade.
 
 import functools
 import os
+import subprocess
 import sys
 import warnings
 from datetime import datetime, timedelta
@@ -41,6 +42,15 @@ def _alembic_head() -> str:
     config = Config()
     config.set_main_option("script_location", str(Path(nbgrader.__file__).parent / "alembic"))
     return ScriptDirectory.from_config(config).get_current_head()
+
+
+def run_nbgrader(args: list[str], cwd: Path, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """`python -m nbgrader ARGS` in `cwd` from this environment: its bin first on PATH (nbgrader runs `alembic`
+    from there), UTF-8 files (rosters hold Chinese names; nbgrader opens them with the default encoding)."""
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+               PYTHONUTF8="1")
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 class CourseGradebook:
@@ -80,20 +90,26 @@ class CourseGradebook:
                                            cell_type="markdown" if part.written else "code")
         self._prepared.add(assignment.id)
 
-    def record(self, result: SubmissionResult, assignment: Assignment) -> None:
-        """Write one submission's part scores as auto scores, all in one transaction."""
+    def _submission(self, assignment: Assignment, student_id: str):
+        """The student's submission of the assignment, with the assignment, the student and the submission (an
+        empty grade per cell) created as needed."""
         self.ensure_assignment(assignment)
-        gb, notebook = self.gb, assignment.source.stem
+        gb = self.gb
         try:
-            gb.find_student(result.student_id)
+            gb.find_student(student_id)
         except MissingEntry:
-            gb.add_student(result.student_id)
+            gb.add_student(student_id)
         try:
-            submission = gb.find_submission(assignment.id, result.student_id)
+            return gb.find_submission(assignment.id, student_id)
         except MissingEntry:
             with warnings.catch_warnings():  # nbgrader's own add_submission trips SQLAlchemy's autoflush warnings
                 warnings.simplefilter("ignore", SAWarning)
-                submission = gb.add_submission(assignment.id, result.student_id)  # an empty grade per cell
+                return gb.add_submission(assignment.id, student_id)
+
+    def record(self, result: SubmissionResult, assignment: Assignment) -> None:
+        """Write one submission's part scores as auto scores, all in one transaction."""
+        gb, notebook = self.gb, assignment.source.stem
+        submission = self._submission(assignment, result.student_id)
         scores = {p.grade_id: p.score for p in result.parts}
         try:
             if result.handin is not None:  # when it was handed in, and the late penalty `nbgrader export` subtracts
@@ -140,17 +156,7 @@ class CourseGradebook:
 
     def grant_extension(self, assignment: Assignment, student_id: str, extension: timedelta) -> None:
         """Set (or with a zero length, remove) a student's extension; creates the student and submission."""
-        self.ensure_assignment(assignment)
-        try:
-            self.gb.find_student(student_id)
-        except MissingEntry:
-            self.gb.add_student(student_id)
-        try:
-            self.gb.find_submission(assignment.id, student_id)
-        except MissingEntry:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SAWarning)
-                self.gb.add_submission(assignment.id, student_id)
+        self._submission(assignment, student_id)
         seconds = extension.total_seconds()
         self.gb.grant_extension(assignment.id, student_id, minutes=seconds / 60 if seconds > 0 else 0)
 

@@ -11,8 +11,6 @@ import contextlib
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -313,10 +311,9 @@ def rerender(out: Path, course: Path | None = None) -> int:
 
 def import_roster(course: Path, roster_csv: Path) -> None:
     """`nbgrader db student import` into the course's gradebook (the roster is nbgrader's)."""
-    cmd = [sys.executable, "-m", "nbgrader", "db", "student", "import", str(roster_csv)]
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-               PYTHONUTF8="1")  # the roster holds Chinese names; nbgrader opens it with the default encoding
-    done = subprocess.run(cmd, cwd=course, env=env, capture_output=True, text=True)
+    from autograder.gradebook import run_nbgrader
+
+    done = run_nbgrader(["db", "student", "import", str(roster_csv)], course)
     if done.returncode != 0:
         raise GradingRunError(f"nbgrader db student import failed: {done.stderr[-500:]}")
 

@@ -1,13 +1,12 @@
 import os
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from autograder import REPO_ROOT
+from autograder import REPO_ROOT, gradebook
 from solutions import ASSIGNMENTS
 
 STUDENT_IDS = ("alice", "2024012345")
@@ -25,11 +24,8 @@ def release_notebook(assignment_id: str) -> Path:
 
 
 def run_nbgrader(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """Run nbgrader from this environment (its bin first on PATH: nbgrader calls `alembic` from PATH)."""
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    return subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
+    """Run nbgrader from this environment, as the grader does (autograder.gradebook.run_nbgrader), within 5 minutes."""
+    return gradebook.run_nbgrader(args, cwd, timeout=300)
 
 
 @pytest.fixture(scope="session")
