@@ -8,6 +8,7 @@ up as an uninterrupted run would leave them.
 """
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import statistics
@@ -20,10 +21,11 @@ from autograder.cache import grading_key, submission_key
 from autograder.course import course_secret
 from autograder.discovery import DiscoveryError, FoundSubmission, course_root, find_submissions
 from autograder.executors import Executor, ExecutorError, in_process, run_submissions
-from autograder.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings
+from autograder.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings, submission_timeout
 from autograder.outputs import (ResultStore, atomic_write, notebook_digest, safe_name, write_grades_csv,
                                 write_results_json)
-from autograder.results import FLAG_IDENTITY, STATUS_ERROR, SubmissionResult
+from autograder.results import FLAG_ID, FLAG_IDENTITY, STATUS_ERROR, Flag, HandIn, SubmissionResult
+from autograder.validate import safe_text, sanitize_record, student_id_from_name
 from autograder.sandbox import environment, tiers
 from autograder.sandbox.environment import SandboxEnvironmentError
 from autograder.sandbox.limits import Limits
@@ -62,6 +64,7 @@ class RunOptions:
     allow_weak_sandbox: bool = False
     cell_timeout: float = 30.0
     probe_timeout: float = 30.0
+    submission_timeout: float | None = None  # None: c.Autograde.submission_timeout, else 300 s
     convention_credit: float = 0.0
     handin: HandInOptions = field(default_factory=HandInOptions)  # late policy and exchange checks (CLI overrides)
 
@@ -76,6 +79,14 @@ class RunSummary:
     feedback: Path | None
     assignment_ids: list[str]
     usage: list[dict] = field(default_factory=list)  # per worker: peak memory (KiB)
+    record_failures: list[str] = field(default_factory=list)  # results that could not be recorded at all
+
+    @property
+    def check_bugs(self):
+        """Checks that raised on the reference's output too (bugs of ours): the run exits with EXIT_CHECK_BUG."""
+        from autograder.report import check_bugs
+
+        return check_bugs(self.results)
 
     def rows(self) -> list[tuple]:
         rows = []
@@ -90,6 +101,7 @@ class RunSummary:
 
     def print(self) -> None:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
         console = Console()
@@ -107,6 +119,13 @@ class RunSummary:
         console.print(f"gradebook: {self.gradebook}  (nbgrader export)")
         if self.feedback:
             console.print(f"feedback: {self.feedback}/<student>/<assignment>/  (nbgrader release_feedback)")
+        for bug in self.check_bugs:
+            last = bug.crash.splitlines()[-1] if bug.crash else ""
+            console.print(f"[red]check bug:[/red] {escape(bug.assignment_id)}/{escape(bug.check)} raised on the "
+                          f"reference's output too ({bug.count} submission(s) lost its points): {escape(last)}",
+                          highlight=False)
+        for failure in self.record_failures:
+            console.print(f"[red]not recorded:[/red] {escape(failure)}", highlight=False)
 
 
 def resolve_assignments(names: list[str]) -> list[str]:
@@ -133,6 +152,8 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
                                  unpack_to=out / "unpacked")
     except DiscoveryError as exc:
         raise GradingRunError(str(exc)) from None
+    found, id_flags = _validated_ids(found)
+    record_failures: list[str] = []
     if not found:
         raise GradingRunError(
             f"no submissions of {', '.join(assignment_ids)} in {opts.submissions}: expected nbgrader's layout "
@@ -142,7 +163,11 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
     gradebook_path = opts.gradebook or (course / "gradebook.db" if course else out / "gradebook.db")
     store = ResultStore(out)
     assignments = {a: load_assignment(a) for a in assignment_ids}
-    limits = Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout)
+    try:
+        budget = submission_timeout(course, opts.submission_timeout)
+    except HandInError as exc:
+        raise GradingRunError(str(exc)) from None
+    limits = Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout, submission_timeout=budget)
     secret = course_secret()
     try:
         tier = tiers.choose(opts.tier, opts.allow_weak_sandbox)
@@ -190,17 +215,33 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
         raise GradingRunError(str(exc)) from None
 
     with _closing(grader), CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
-        def record(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None):
+        def record_one(result: SubmissionResult, digest: str | None, cache_key: str | None):
             key = (result.student_id, result.assignment_id)
+            sanitize_record(result)
             result.handin = _assess_handin(result, found_by_key.get(key), handin_settings, gb)
+            if key in id_flags:
+                result.handin = _with_flag(result.handin, id_flags[key])
             gb.record(result, assignments[result.assignment_id])
             html = write_report(out, result)
             if feedback_root is not None:
                 write_feedback(feedback_root, result, folders.get(key) or _folder(found_by_key.get(key)),
                                assignments[result.assignment_id].source.name, html,
                                release_flagged=handin_settings.release_flagged_feedback)
-            # last: this marks the submission done
-            store.save(result, digest or digests.get(key), cache_key or cache_keys.get(key))
+            # last: this marks the submission done; an error of ours is never kept as "unchanged"
+            store.save(result, digest or digests.get(key),
+                       None if result.infrastructure_error else (cache_key or cache_keys.get(key)))
+
+        def record(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None):
+            """Record one result; whatever fails while recording it is that submission's error, not the run's."""
+            try:
+                record_one(result, digest, cache_key)
+            except Exception as exc:
+                failure = _recording_failed(result, assignments[result.assignment_id], exc)
+                try:
+                    record_one(failure, None, None)
+                except Exception as again:
+                    record_failures.append(f"{result.student_id}/{result.assignment_id}: {type(again).__name__}: "
+                                           f"{safe_text(again, 300)}")
 
         try:
             run_submissions([Submission(f.notebook, f.assignment_id, f.student_id) for f in todo], grading,
@@ -226,7 +267,41 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
         roster = gb.roster()
     write_exports(out, results, roster, assignment_ids)
     return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids,
-                      executor.usage)
+                      executor.usage, record_failures)
+
+
+def _validated_ids(found: list[FoundSubmission]) -> tuple[list[FoundSubmission], dict[tuple[str, str], Flag]]:
+    """Student ids as found on disk, checked where they enter: one that is not printable UTF-8 is graded under its
+    escaped form and flagged `id`."""
+    checked, flags = [], {}
+    for f in found:
+        student_id, escaped = student_id_from_name(f.student_id)
+        if escaped:
+            f = dataclasses.replace(f, student_id=student_id)
+            flags[(student_id, f.assignment_id)] = Flag(
+                FLAG_ID, f"the student id found for this submission is not printable UTF-8; graded as {student_id!r}",
+                f"这份提交的学号不是可打印的 UTF-8 文本，按转义后的学号 {student_id} 评分")
+        checked.append(f)
+    return checked, flags
+
+
+def _with_flag(handin: HandIn | None, flag: Flag) -> HandIn:
+    handin = handin or HandIn()
+    if all(existing.kind != flag.kind for existing in handin.flags):
+        handin.flags = [*handin.flags, flag]
+    return handin
+
+
+def _recording_failed(result: SubmissionResult, assignment, exc: Exception) -> SubmissionResult:
+    """What is recorded for a submission whose own result could not be recorded (its report, its gradebook row)."""
+    from autograder.engine import Submission, failed_result
+
+    failure = failed_result(Submission(Path(safe_text(result.notebook)), assignment.id, safe_text(result.student_id)),
+                            assignment, safe_text(result.tier), result.seed,
+                            f"这份提交的结果无法保存：评分程序出错（{type(exc).__name__}），请联系老师 "
+                            f"(recording failed: {type(exc).__name__}: {safe_text(exc, 300)})")
+    failure.infrastructure_error = True
+    return failure
 
 
 def _folder(found: FoundSubmission | None) -> Path | None:

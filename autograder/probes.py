@@ -114,6 +114,10 @@ class StudentCode:
         try:
             reply = self._run.request(header, values, self.probe_timeout)
         except SandboxError as exc:
+            if exc.kind == "budget" or getattr(self._run, "exhausted", False):
+                seconds = self._run.limits.submission_timeout
+                raise StudentCodeFailed(f"超时：这份提交用完了 {seconds:g} 秒的总时间预算，没有时间再运行 `{what}`",
+                                        {"submission_timeout_seconds": seconds}) from None
             if exc.kind == "timeout":
                 failure = StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
                                             {"timeout_seconds": self.probe_timeout})
