@@ -44,14 +44,14 @@ class ModuleRun:
     param_grads: dict = field(default_factory=dict)
 
 
-def module_arg(class_name: str, *init_args, state_dict=None, dtype=None, forbid_calls=(), **init_kwargs) -> dict:
+def module_arg(class_name: str, *init_args, state_dict=None, dtype=None, **init_kwargs) -> dict:
     """An argument that stands for the student's `class_name(*init_args)` loaded with `state_dict`.
 
-    The weights must fit the module's parameters exactly. Calling a submodule named in `forbid_calls`
-    (e.g. "W_k_up": materialising K) fails the probe.
+    The weights must fit the module's parameters exactly. (No rule about what the student's code may call
+    is enforced inside its process: it could undo it. Checks grade what the code computes.)
     """
     return {"$module": {"class": class_name, "init_args": list(init_args), "init_kwargs": init_kwargs,
-                        "state_dict": state_dict, "dtype": _dtype_name(dtype), "forbid_calls": list(forbid_calls)}}
+                        "state_dict": state_dict, "dtype": _dtype_name(dtype)}}
 
 
 def probe_net_arg(state_dict: dict, d_model: int, num_layers: int, dtype=torch.float64) -> dict:
@@ -131,9 +131,6 @@ class StudentCode:
         kind, message = error.get("type", "Error"), error.get("message", "")
         if kind == "NotDefined":
             raise NotAnswered(f"未找到该题的答案：笔记本里没有定义 `{message or name}`", {"missing": message or name})
-        if kind == "ForbiddenCall":
-            raise StudentCodeFailed(f"`{what}` 调用了 `{message}`：这一题要求不调用它（例如不构造完整的 K、V）",
-                                    {"forbidden_call": message})
         if kind == "ShapeMismatch":
             raise StudentCodeFailed(f"`{what}` 的输出形状不对（你的 vs 应该的：{message}）", {"shapes": message})
         if kind == "NotImplementedError":
