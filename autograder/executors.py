@@ -106,8 +106,8 @@ class _Worker:
 
     def finish(self) -> None:
         if not self.closed:
-            os.close(self.jobs)
             self.closed = True
+            os.close(self.jobs)
 
     def messages(self) -> list[dict] | None:
         """The complete lines available now; None at end of file."""
@@ -153,14 +153,17 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
 
     def send_job(worker: _Worker, i: int) -> None:
         s = submissions[i]
-        worker.pending.append(i)
-        worker.send(json.dumps({"i": i, "notebook": str(s.notebook), "assignment_id": s.assignment_id,
-                                "student_id": s.student_id}))
+        worker.pending.append(i)  # if it cannot be sent, the worker is gone: its death puts the job back
+        try:
+            worker.send(json.dumps({"i": i, "notebook": str(s.notebook), "assignment_id": s.assignment_id,
+                                    "student_id": s.student_id}))
+        except BrokenPipeError:
+            worker.finish()
 
     def feed(worker: _Worker) -> None:
-        if worker.solo is not None:
+        if worker.solo is not None or worker.closed:
             return
-        while queue and len(worker.pending) < IN_FLIGHT:
+        while queue and len(worker.pending) < IN_FLIGHT and not worker.closed:
             send_job(worker, queue.popleft())
         if not queue:
             worker.finish()

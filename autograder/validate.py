@@ -4,7 +4,7 @@ Everything that comes out of a submission (its file names, its cells, its replie
 returns, the text of its exceptions) passes through here before anything stores, renders, compares or
 sends it on. Nothing here raises on odd data: odd data becomes plain, typed data.
 
-    safe_text("\\udc80 bad")           -> "\\ufffd bad"   (encodable as UTF-8, always)
+    safe_text("\\udc80 bad")           -> "? bad"   (encodable as UTF-8, always)
     plain_value(10**400)               -> InvalidNumber  (a number no float holds exactly)
     student_id_from_name("bad\\udcff")  -> ("bad%FF", True)  (an escaped id, to be flagged)
 """
