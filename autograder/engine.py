@@ -100,6 +100,8 @@ def typed_answers(student: StudentCode, assignment_id: str) -> dict:
             value = None
         plain = isinstance(value, (int, float, str)) or (
             isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value))
+        if isinstance(value, str):
+            value = value[:200]  # a letter or a word; never a megabyte of the student's text in every export
         answers[name] = (list(value) if isinstance(value, tuple) else value) if plain and not isinstance(value, bool) else None
     return answers
 

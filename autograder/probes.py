@@ -10,6 +10,7 @@ import torch
 
 from autograder.sandbox.process import SandboxError
 from autograder.sandbox.wire import Unsupported
+from autograder.validate import OddValue
 
 
 class CheckFailed(Exception):
@@ -146,6 +147,6 @@ class StudentCode:
 
 
 def describe_value(value) -> str:
-    if isinstance(value, Unsupported):
+    if isinstance(value, (Unsupported, OddValue)):
         return value.type_name
     return type(value).__name__

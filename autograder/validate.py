@@ -13,13 +13,25 @@ import math
 import unicodedata
 from dataclasses import fields, is_dataclass
 
-from autograder.sandbox.wire import Unsupported
-
 MAX_EXACT_INT = 2**53  # beyond this a float no longer holds every integer: a comparison would be wrong or raise
 MAX_DEPTH = 32  # nested containers in a student's value (the wire's own cap)
 
 
-class InvalidNumber(Unsupported):
+class OddValue:
+    """Stands for a value from a submission that cannot be used as it is (described to the student by type_name).
+    Like the wire's Unsupported, it is no number, text or container: every check that wants one fails on it."""
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+    def __repr__(self):
+        return f"<{self.type_name}>"
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.type_name == self.type_name
+
+
+class InvalidNumber(OddValue):
     """A number from a submission that cannot be compared: too large for a float, or not finite."""
 
     def __init__(self, text: str):
@@ -51,10 +63,10 @@ def _number_text(value) -> str:
 
 def plain_value(value, depth: int = 0):
     """A decoded reply value with its leaves made safe: text re-encoded, numbers that cannot be compared typed
-    as InvalidNumber, nesting deeper than MAX_DEPTH cut (InvalidNumber-like Unsupported). Tensors stay as they
+    as InvalidNumber, nesting deeper than MAX_DEPTH cut (an OddValue). Tensors stay as they
     are (the wire has checked their dtype, shape and size; NaN inside a tensor is the comparison's business)."""
     if depth > MAX_DEPTH:
-        return Unsupported("嵌套太深的值")
+        return OddValue("嵌套太深的值")
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -69,7 +81,7 @@ def plain_value(value, depth: int = 0):
         return tuple(plain_value(v, depth + 1) for v in value)
     if isinstance(value, dict):
         return {(safe_text(k) if isinstance(k, str) else k): plain_value(v, depth + 1) for k, v in value.items()}
-    return value  # tensors, dtypes, Unsupported
+    return value  # tensors, dtypes, the wire's Unsupported
 
 
 def safe_tree(value, depth: int = 0):
