@@ -4,6 +4,7 @@ A check never touches the student's objects: it sends plain tensors and numbers 
 sandbox and receives plain data (autograder.sandbox.wire), already checked for size and dtype.
 """
 
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -140,10 +141,44 @@ class StudentCode:
             self._broken[name] = StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
                                                    {"timeout_seconds": self.probe_timeout})
             raise self._broken[name]
-        detail = {"exception": kind, "exception_message": message[:500]}
-        if error.get("traceback"):
-            detail["traceback"] = error["traceback"][:2000]
-        raise StudentCodeFailed(f"运行 `{what}` 时你的代码抛出了 {kind}: {message[:300]}", detail)
+        # the message may carry the hidden inputs (f"x={x.tolist()}"): numbers and bracketed sequences go
+        where = self._where(error.get("traceback", ""))
+        text = scrubbed(message)
+        detail = {"exception": kind, "exception_message": text}
+        if where:
+            detail["where"] = where
+        raise StudentCodeFailed(f"运行 `{what}` 时你的代码抛出了 {kind}{'（' + where + '）' if where else ''}"
+                                f"{'：' + text if text else ''}", detail)
+
+    def _where(self, trace: str) -> str:
+        """"第 N 个单元格第 M 行：<the line>" for the last frame of the student's own cells in a traceback."""
+        frames = _CELL_FRAME.findall(trace or "")
+        if not frames:
+            return ""
+        cell, line = (int(n) for n in frames[-1])
+        source = next((c.source for c in getattr(self._run, "cells", []) if c.index == cell), None)
+        lines = source.split("\n") if source is not None else []
+        code = lines[line - 1].strip()[:80] if 0 < line <= len(lines) else ""
+        return f"第 {cell + 1} 个单元格第 {line} 行" + (f"：{code}" if code else "")
+
+
+_CELL_FRAME = re.compile(r'File "<cell (\d+)>", line (\d+)')
+_BRACKETED = re.compile(r"\[[^\[\]]*\]|\([^()]*\)|\{[^{}]*\}")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b", re.IGNORECASE)
+SCRUBBED_LENGTH = 120
+
+
+def scrubbed(message: str) -> str:
+    """An exception message safe to show: every bracketed sequence and every number replaced by "…" (they may be
+    the hidden inputs), at most SCRUBBED_LENGTH characters."""
+    text = str(message).replace("\n", " ")
+    while True:  # innermost brackets first, until none is left
+        text, count = _BRACKETED.subn("…", text)
+        if not count:
+            break
+    text = _NUMBER.sub("…", text)
+    text = re.sub(r"…(?:[\s,;:…]*…)+", "…", text)
+    return text if len(text) <= SCRUBBED_LENGTH else text[:SCRUBBED_LENGTH - 1] + "…"
 
 
 def describe_value(value) -> str:
