@@ -26,6 +26,16 @@ class Variant:
     convention: bool = False  # the same idea under another convention (a permutation), not an error
 
 
+# One precision outcome for every assignment (one name, one explanation, counted as one family in the summary):
+# float64 inputs computed with float32 internals. Right algorithm; only the part's precision check is lost.
+PRECISION = Variant(
+    "float32_precision",
+    "结果只差在 float32 的舍入误差量级：算法是对的，但 float64 的输入在中间被转成了 float32 计算"
+    "（例如 transformers 的 LlamaRMSNorm 先 .float() 再转回、softmax(..., dtype=torch.float32)、用 float32 建 RoPE 的角度）。"
+    "本作业约定 float64 的输入全程用 float64 计算并返回 float64；这一点只在每小题的精度检查里扣分，其他检查照常得分",
+)
+
+
 def catalogue(*variants: Variant) -> dict[str, Variant]:
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
