@@ -1,6 +1,6 @@
 """Naming the mistake: the catalogue of known-wrong variants, and what the grader says when one matches.
 
-Each check module (autograder/checks/test_<id>.py) declares `VARIANTS`, its catalogue: reference-side
+Each check module (autograder/checks/<id>.py) declares `VARIANTS`, its catalogue: reference-side
 code paths that reproduce a typical mistake, each with a stable name and a Chinese explanation of the
 mistake and of the right idea. When a check fails, it runs the same inputs and weights through the
 variants that could explain the failure; a match (within tolerance) names the mistake. Nothing is
@@ -66,7 +66,7 @@ def named(failure: CheckFailed, variant: Variant | None) -> CheckFailed:
 @functools.lru_cache(maxsize=None)
 def variants_of(assignment_id: str) -> dict[str, Variant]:
     """The catalogue of one assignment (from its check module)."""
-    module = importlib.import_module(f"autograder.checks.test_{assignment_id}")
+    module = importlib.import_module(f"autograder.checks.{assignment_id}")
     return dict(getattr(module, "VARIANTS", {}))
 
 

@@ -4,7 +4,7 @@
 - every release notebook (release/) gets zero;
 - every catalogued mistake (autograder/examples: the reference notebook with the mistake in place) loses
   exactly its expected checks, and the failing checks name exactly its variant of the catalogue
-  (VARIANTS in autograder/checks/test_<id>.py); every variant of the catalogue has such an example;
+  (VARIANTS in autograder/checks/<id>.py); every variant of the catalogue has such an example;
 - every correct alternative style gets full marks and no diagnosis;
 - every precision case (a right algorithm with float32 internals on float64 inputs) loses exactly the parts'
   precision checks, is named as the precision (float32_precision) and nothing else, and keeps >= 85%.

@@ -4,6 +4,8 @@ machinery around it.
 
     python benchmarks/check_modules.py            # this checkout
     python benchmarks/check_modules.py OTHER_DIR  # another checkout (e.g. an older commit, git worktree add)
+
+It reads autograder/checks/<id>.py (before the rename: test_<id>.py) beside __init__.py and plugin.py.
 """
 
 import ast

@@ -156,7 +156,7 @@ def copy_of_the_repository(target: Path) -> Path:
 
 def test_a_check_bug_gives_exit_3_with_every_other_result_written(tmp_path):
     repo = copy_of_the_repository(tmp_path / "repo")
-    checks = repo / "autograder" / "checks" / "test_rmsnorm.py"
+    checks = repo / "autograder" / "checks" / "rmsnorm.py"
     text = checks.read_text(encoding="utf-8")
     marker = '    """rms_norm 也适用于没有 batch 维的单个向量 [d]"""\n'
     assert marker in text

