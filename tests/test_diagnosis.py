@@ -37,3 +37,23 @@ def test_the_instructor_can_keep_part_of_the_points_for_a_convention(half_split)
     assert lenient.score == pytest.approx(strict.score + 0.5 * sum(c.max_points for c in named.values()))
     others = [(c.name, c.points) for p in lenient.parts for c in p.checks if c.name not in named]
     assert others == [(c.name, c.points) for p in strict.parts for c in p.checks if c.name not in named]
+
+
+def test_a_mistake_shared_by_gqa_and_mla_has_one_name_and_one_explanation():
+    """The attention and byte-count slips are one family: the same Variant object in both catalogues, so the
+    summary names and counts it alike; no two catalogues explain one name differently."""
+    from autograder.diagnosis import FAMILIES, variants_of
+    from solutions import ASSIGNMENTS
+
+    gqa, mla = variants_of("gqa_saving"), variants_of("mla")
+    shared = set(gqa) & set(mla)
+    assert {"no_scale", "mask_ignored", "k_only", "fp32_bytes", "scale_d_model", "no_output_projection",
+            "linear_bias", "view_without_transpose", "merge_heads_without_transpose"} <= shared
+    for name in shared:
+        assert gqa[name] is mla[name], name
+    explanations = {}
+    for assignment in ASSIGNMENTS:
+        for name, variant in variants_of(assignment).items():
+            explanations.setdefault(name, set()).add(variant.explanation)
+    assert {n: e for n, e in explanations.items() if len(e) > 1} == {}
+    assert all(FAMILIES[n].title for n in FAMILIES)

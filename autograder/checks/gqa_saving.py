@@ -36,7 +36,7 @@ from autograder.checks import (
     run_reference,
     same_values,
 )
-from autograder.diagnosis import PRECISION, Variant, catalogue, named
+from autograder.diagnosis import PRECISION, Variant, catalogue, family, named
 from autograder.probes import describe_value
 from solutions import gqa_saving as ref
 from solutions.student_params import student_answers, student_params
@@ -44,31 +44,19 @@ from solutions.student_params import student_answers, student_params
 # --- the catalogue of mistakes ----------------------------------------------------------------------
 
 VARIANTS = catalogue(
+    # the attention and byte-count slips shared with other assignments (autograder.diagnosis.FAMILIES)
+    *family("bits_not_bytes", "fp32_bytes", "ignores_bytes_per_element", "ignores_num_layers", "k_only",
+            "linear_bias", "mask_ignored", "mask_multiplied", "mb_not_bytes", "merge_heads_without_transpose",
+            "mib_not_bytes", "no_output_projection", "no_scale", "q_heads_for_kv", "scale_d_model",
+            "softmax_wrong_dim", "view_without_transpose"),
     PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # the hand computation and kv_cache_bytes
-    Variant("k_only", "你的结果正好是正确值的一半，与「只算了 K、漏了 V」一致：KV Cache 要同时存 K 和 V 两份，"
-                      "公式最前面的因子 2 不能少"),
-    Variant("fp32_bytes", "你的结果正好是正确值的 2 倍，与「按 FP32（每个元素 4 字节）计算」一致：本题是 FP16，"
-                          "每个元素 2 字节"),
-    Variant("bits_not_bytes", "你的结果正好是正确值的 8 倍，与「算成了比特（bit）」一致：要的是字节数"
-                              "（1 字节 = 8 比特，一个 FP16 元素是 2 字节）"),
-    Variant("mib_not_bytes", "你的结果与「换算成了 MiB（除以 1024²）」一致：要的是字节数（整数），"
-                             "MiB 只在打印显存时用"),
-    Variant("mb_not_bytes", "你的结果与「换算成了 MB（除以 10⁶）」一致：要的是字节数（整数）；"
-                            "打印显存时本作业也用 MiB（1024²），不用 10⁶"),
     Variant("percent_not_fraction", "你的 saving_ratio 与「写成了百分数」一致：应填 0 到 1 之间的小数"
                                     "（省了一半填 0.5，不填 50）"),
     Variant("forgot_one_minus", "你的 saving_ratio 与 gqa_kv_bytes / mha_kv_bytes 一致，那是 GQA 还剩下的比例："
                                 "题目要的是省下的比例，即 1 − gqa_kv_bytes / mha_kv_bytes"),
     Variant("factor_not_ratio", "你的 saving_ratio 与 mha_kv_bytes / gqa_kv_bytes（KV Cache 缩小的倍数）一致："
                                 "题目要的是省下的比例 1 − gqa_kv_bytes / mha_kv_bytes，是 0 到 1 之间的小数"),
-    Variant("q_heads_for_kv", "你的结果与「K/V 的头数用了 num_q_heads」一致（那是 MHA）：GQA 只有 num_kv_heads 个 "
-                              "K/V 头，每 num_q_heads // num_kv_heads 个 Q 头共享一个；所以 KV Cache 按 num_kv_heads "
-                              "个头算，W_k、W_v 的输出维是 num_kv_heads * d_head"),
-    Variant("ignores_num_layers", "你的结果与 num_layers 无关：整个模型的 KV Cache 是一层的 num_layers 倍，"
-                                  "要乘上传入的 num_layers（默认 1）"),
-    Variant("ignores_bytes_per_element", "你的结果没有随 bytes_per_element 变化（像是把每个元素的字节数写死了）："
-                                         "要乘上传入的 bytes_per_element（默认 2，即 FP16）"),
     # repeat_kv and the module
     Variant("mod_mapping",
             "你的结果与「第 h 个 Q 头用第 h % num_kv_heads 个 KV 头」的配对一致（本章 §7.1 的代码把新维度插在 KV 头维"
@@ -78,28 +66,12 @@ VARIANTS = catalogue(
             convention=True),
     Variant("repeat_wrong_dim", "你的结果与「在序列维（第 1 维）而不是 KV 头维（第 2 维）上重复」一致：输入是 "
                                 "[B, S, num_kv_heads, head_dim]，要在第 2 维上把每个 KV 头连续重复 n_rep 次"),
-    Variant("bias_in_projection", "你的模块多出了 bias 参数，与「nn.Linear 用了默认的 bias=True」一致："
-                                  "W_q、W_k、W_v、W_o 都要写 bias=False"),
-    Variant("no_scale", "你的结果与「注意力分数没有除以 √d_head」一致：分数应为 QKᵀ / √d_head"),
-    Variant("sqrt_d_model", "你的结果与「注意力分数除以 √d_model」一致：缩放应该是 1/√d_head，"
-                            "其中 d_head = d_model // num_q_heads"),
-    Variant("mask_ignored", "你的结果与「没有使用 mask」一致：forward 收到 mask 时，要把它加到缩放后的分数上"),
-    Variant("mask_multiplied", "你的结果与「把 mask 乘到分数上」一致：mask 是加性的（允许处为 0、屏蔽处为 −inf），"
-                               "要加到缩放后的分数上，再做 softmax"),
     Variant("always_causal", "你的结果与「不管传入什么 mask，都加因果掩码」一致：forward 只应使用传入的 mask 参数，"
                              "mask=None 时不加任何掩码，不要在 forward 里自己构造因果掩码"),
-    Variant("softmax_wrong_dim", "你的结果与「softmax 沿查询维（倒数第二维）做」一致：应沿最后一维（key 的维度）"
-                                 "做 softmax，让每个查询对所有 key 的权重之和为 1"),
-    Variant("no_transpose_out", "你的结果与「合并头时没有先 transpose 就 reshape」一致：应先把 [B, H, S, d_head] "
-                                "transpose 成 [B, S, H, d_head]，再 reshape 成 [B, S, H * d_head]"),
-    Variant("q_reshaped_not_transposed", "你的结果与「把 Q 直接 reshape 成 [B, H, S, d_head]」一致：应先 view 成 "
-                                         "[B, S, H, d_head]，再 transpose(1, 2)"),
-    Variant("no_output_proj", "你的结果与「最后没有经过 W_o」一致：各头的输出拼回 [B, S, num_q_heads * d_head] "
-                              "之后，还要过输出投影 W_o"),
 )
 
-MODULE_VARIANTS = ("mod_mapping", "no_scale", "sqrt_d_model", "mask_ignored", "mask_multiplied", "always_causal",
-                   "softmax_wrong_dim", "no_transpose_out", "q_reshaped_not_transposed", "no_output_proj")
+MODULE_VARIANTS = ("mod_mapping", "no_scale", "scale_d_model", "mask_ignored", "mask_multiplied", "always_causal",
+                   "softmax_wrong_dim", "merge_heads_without_transpose", "view_without_transpose", "no_output_projection")
 
 
 def gqa_variant(weights: dict, x, mask, num_q_heads: int, num_kv_heads: int, variant: str):
@@ -115,11 +87,11 @@ def gqa_variant(weights: dict, x, mask, num_q_heads: int, num_kv_heads: int, var
     else:
         kv_of_head = [h // n_rep for h in range(H)]
     k, v = k[:, :, kv_of_head].transpose(1, 2), v[:, :, kv_of_head].transpose(1, 2)
-    if variant == "q_reshaped_not_transposed":
+    if variant == "view_without_transpose":
         q = q.reshape(B, H, S, d_head)
     else:
         q = q.view(B, S, H, d_head).transpose(1, 2)
-    scale = {"no_scale": 1.0, "sqrt_d_model": 1 / math.sqrt(d_model)}.get(variant, 1 / math.sqrt(d_head))
+    scale = {"no_scale": 1.0, "scale_d_model": 1 / math.sqrt(d_model)}.get(variant, 1 / math.sqrt(d_head))
     scores = q @ k.transpose(-2, -1) * scale
     if variant == "always_causal":
         scores = scores + causal_mask(S, scores.dtype)
@@ -127,11 +99,11 @@ def gqa_variant(weights: dict, x, mask, num_q_heads: int, num_kv_heads: int, var
         scores = scores * mask if variant == "mask_multiplied" else scores + mask
     attn = F.softmax(scores, dim=-2 if variant == "softmax_wrong_dim" else -1)
     out = attn @ v
-    if variant == "no_transpose_out":
+    if variant == "merge_heads_without_transpose":
         out = out.reshape(B, S, H * d_head)
     else:
         out = out.transpose(1, 2).reshape(B, S, H * d_head)
-    return out if variant == "no_output_proj" else out @ weights["W_o.weight"].T
+    return out if variant == "no_output_projection" else out @ weights["W_o.weight"].T
 
 
 def repeat_kv_variant(x, n_rep: int, variant: str):
@@ -392,7 +364,7 @@ def parameters_diagnosis(param_shapes: dict, config: tuple) -> Variant | None:
     extra = set(mine) - set(want)
     if extra and all(n.endswith(".bias") and n.removesuffix(".bias") + ".weight" in want for n in extra) \
             and all(mine[n] == want[n] for n in want):
-        return VARIANTS["bias_in_projection"]
+        return VARIANTS["linear_bias"]
     d_model, num_q_heads, num_kv_heads = config
     full = [num_q_heads * (d_model // num_q_heads), d_model]
     wrong = [n for n in ("W_k.weight", "W_v.weight") if mine.get(n) != want[n]]

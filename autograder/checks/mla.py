@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from autograder.checks import (F32_ATTN, F64, CheckFailed, causal_mask, check, expect_close, expect_float64_precision,
                                expect_int, expect_module_matches, expect_true, expect_weights_loaded, module_arg,
                                run_reference, same_values)
-from autograder.diagnosis import PRECISION, Variant, catalogue, named
+from autograder.diagnosis import PRECISION, Variant, catalogue, family, named
 from autograder.probes import describe_value
 from solutions import mla as ref
 from solutions.student_params import student_answers, student_params
@@ -50,33 +50,20 @@ PINNED_LINEARS = ("W_q", "W_kv_down", "W_k_up", "W_v_up", "W_o")
 # --- the catalogue of mistakes ---------------------------------------------------------------------
 
 VARIANTS = catalogue(
+    # the attention and byte-count slips shared with other assignments (autograder.diagnosis.FAMILIES)
+    *family("bits_not_bytes", "fp32_bytes", "ignores_bytes_per_element", "ignores_num_layers", "k_only",
+            "linear_bias", "mask_ignored", "mask_multiplied", "mb_not_bytes", "merge_heads_without_transpose",
+            "mib_not_bytes", "no_output_projection", "no_scale", "q_heads_for_kv", "scale_d_model",
+            "softmax_wrong_dim", "view_without_transpose"),
     PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # the attention itself (module forward, and the same slips in the absorbed path of the bonus)
-    Variant("no_scale", "结果与「注意力分数没有除以 √d_head」一致：缩放是 1/√d_head（d_head = d_model // num_heads），"
-                        "加 mask 和 softmax 之前先缩放"),
-    Variant("scale_d_model", "结果与「分数除以 √d_model」一致：每个头的点积只有 d_head 维，缩放应该是 1/√d_head"
-                             "（d_head = d_model // num_heads）"),
-    Variant("mask_ignored", "结果与「没有使用 mask」一致：传入了 mask 时，要把它加到缩放后的分数上再做 softmax"),
-    Variant("mask_multiplied", "结果与「把 mask 乘到分数上」一致：mask 是加性的（允许处为 0，屏蔽处为 -inf），"
-                               "应该加到缩放后的分数上，而不是相乘"),
     Variant("mask_as_boolean", "结果与「只用了 mask 里 -inf 的位置（当成布尔掩码，masked_fill），忽略了其余的有限值」"
                                "一致：mask 是加性的浮点掩码，要整个加到缩放后的分数上"),
-    Variant("softmax_wrong_dim", "结果与「softmax 沿查询维（倒数第二维）做」一致：每个查询对所有 key 的权重之和为 1，"
-                                 "应沿最后一维（key 的位置）做 softmax"),
     Variant("w_k_up_for_v", "结果与「V 也用 W_k_up 从 latent 解压」一致：K = W_k_up(c_kv)，V = W_v_up(c_kv)，"
                             "两个上投影各管一个"),
     Variant("w_v_up_for_k", "结果与「K 用 W_v_up 从 latent 解压」一致：K = W_k_up(c_kv)，V = W_v_up(c_kv)，"
                             "两个上投影各管一个"),
-    Variant("view_without_transpose", "结果与「把 [B, S, d_model] 直接 view/reshape 成 [B, H, S, d_head]」一致："
-                                      "这样会把不同 token 的向量拆进同一个头。应先 view 成 [B, S, H, d_head]，"
-                                      "再 transpose(1, 2)"),
-    Variant("merge_heads_without_transpose", "结果与「合并头时没有先 transpose 就 reshape」一致：注意力的结果是 "
-                                             "[B, H, S, d_head]，应先 transpose(1, 2) 成 [B, S, H, d_head]，"
-                                             "再 reshape 成 [B, S, d_model]"),
-    Variant("no_output_projection", "结果与「合并头之后没有经过 W_o」一致：多头的结果拼回 [B, S, d_model] 后，"
-                                    "还要再乘输出投影 W_o"),
     # the parameters (found at weight loading, from the keys)
-    Variant("linear_bias", "你的模块里有 bias 参数：约定的五个投影都是 nn.Linear(..., bias=False)，只有 weight"),
     Variant("kept_w_k_w_v", "你的模块里有 MHA 的 W_k / W_v：MLA 中 K、V 由 latent 经 W_k_up、W_v_up 解压得到，"
                             "这两个上投影取代了 W_k、W_v，而不是加在它们旁边"),
     # the cache returned by forward
@@ -98,16 +85,8 @@ VARIANTS = catalogue(
                                "不乘头数"),
     Variant("cached_k_and_v", "你的 mla_bytes 等于 MHA 的 KV Cache：MLA 缓存的是 latent（和 RoPE key），"
                               "不是解压后的 K 和 V"),
-    Variant("k_only", "结果与「只算了 K，漏了 V」一致：KV Cache 要同时存 K 和 V，有因子 2"),
-    Variant("q_heads_for_kv", "结果与「GQA 用 num_heads 个 KV 头」一致：GQA 只缓存 num_kv_heads 个 KV 头"),
-    Variant("fp32_bytes", "结果与「按 FP32（每个元素 4 字节）计算」一致：本题按 FP16，每个元素 2 字节"),
-    Variant("bits_not_bytes", "结果与「算成了比特（bit）」一致：要的是字节数，FP16 每个元素 2 字节（不是 16 bit）"),
     Variant("elements_not_bytes", "结果与「只数了元素个数，没有乘每个元素的字节数」一致：字节数 = 元素个数 × "
                                   "bytes_per_element（FP16 是 2）"),
-    Variant("mib_not_bytes", "结果与「换算成了 MiB（除以 1024²）」一致：要的是字节数，不要换算单位"),
-    Variant("mb_not_bytes", "结果与「换算成了 MB（除以 10⁶）」一致：要的是字节数，不要换算单位"),
-    Variant("ignores_num_layers", "结果与「没有乘 num_layers」一致：整个模型的缓存是一层的 num_layers 倍"),
-    Variant("ignores_bytes_per_element", "结果与「总是按每个元素 2 字节算，没有用传入的 bytes_per_element」一致"),
 )
 
 UNIT_SLIPS = ("fp32_bytes", "bits_not_bytes", "elements_not_bytes", "mib_not_bytes", "mb_not_bytes")
