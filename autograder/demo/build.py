@@ -28,7 +28,7 @@ import nbformat
 from autograder import REPO_ROOT
 from autograder.assignments import load_assignment
 from autograder.demo.students import CLASS, DemoStudent
-from autograder.examples import alternatives, apply_edits, mistakes
+from autograder.examples import alternatives, apply_edits, mistakes, precision_cases
 from solutions import ASSIGNMENTS
 from solutions.student_params import HAND_ASSIGNMENTS, student_answers
 
@@ -250,6 +250,13 @@ def plan_work(assignment_id: str, spec: str, student_id: str) -> Plan:
             for name in names:
                 if name not in by_name:
                     raise ValueError(f"{assignment_id}: no mistake {name!r}; there are {sorted(by_name)}")
+                plan.edits += by_name[name].edits
+            plan.wrong = True
+        elif kind == "precision":  # a right algorithm with float32 internals: only the precision checks are lost
+            by_name = {c.name: c for c in precision_cases(assignment_id)}
+            for name in names:
+                if name not in by_name:
+                    raise ValueError(f"{assignment_id}: no precision case {name!r}; there are {sorted(by_name)}")
                 plan.edits += by_name[name].edits
             plan.wrong = True
         elif kind == "typed":

@@ -97,7 +97,7 @@ CLASS: tuple[DemoStudent, ...] = (
                 {"rmsnorm": "reference", "gqa_saving": "mistake:q_heads_for_kv", "mla": "unanswered"}),
     DemoStudent("2024010016", "郭", "晓雨",
                 "Good, but RoPE computed in float32 (the chapter's x.float()); d_ff not rounded up to 256.",
-                everywhere("alternative:0", rope="mistake:float32_compute", swiglu="mistake:d_ff_no_rounding")),
+                everywhere("alternative:0", rope="precision:float32_compute", swiglu="mistake:d_ff_no_rounding")),
     DemoStudent("2024010017", "何", "鹏",
                 "Skipped the MLA bonus; typed the right choice letter in lower case.",
                 everywhere("alternative:2", mla="unanswered:mla_bonus_code", gradient_flow="mistake:lowercase_letter")),
