@@ -12,6 +12,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -134,10 +135,21 @@ def _handin_json(r: SubmissionResult) -> dict | None:
             "policy": h.policy, "flags": [{"kind": f.kind, "message": f.message} for f in h.flags]}
 
 
+# A spreadsheet runs a cell as a formula when it starts with one of these; an importer that splits a field on
+# another separator (`;` in many locales, a tab, `|`) makes a new cell after each separator.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and full-width forms
+_SEPARATED_FORMULA = re.compile(r"(^|[,;\t|\r\n])(\s*)(?=[=+\-@\uff1d\uff0b\uff0d\uff20])")
+
+
 def spreadsheet_safe(value: str) -> str:
-    """A cell a spreadsheet shows as text, never runs as a formula (=, +, -, @, tab, CR at the start)."""
+    """A text cell a spreadsheet shows as text, never runs as a formula: a `'` before every formula character
+    that starts the cell or follows a separator (`,` `;` tab `|` line break), as the cell would be split.
+
+    `x;=1+2;` becomes `x;'=1+2;`, `=HYPERLINK(..)` becomes `'=HYPERLINK(..)`; a tab or CR starting the cell
+    is prefixed too. Plain text and numbers written as text are unchanged."""
     text = str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    text = _SEPARATED_FORMULA.sub(lambda m: m.group(1) + m.group(2) + "'", text)
+    return "'" + text if text[:1] in ("\t", "\r", "\n") else text
 
 
 CSV_COLUMNS = ("", "_raw", "_penalty", "_flags")  # per assignment: final score, raw score, penalty, flags
