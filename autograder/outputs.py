@@ -140,7 +140,8 @@ def _handin_json(r: SubmissionResult) -> dict | None:
 # A spreadsheet runs a cell as a formula when it starts with one of these; an importer that splits a field on
 # another separator (`;` in many locales, a tab, `|`) makes a new cell after each separator.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and full-width forms
-_SEPARATED_FORMULA = re.compile(r"(^|[,;\t|\r\n])(\s*)(?=[=+\-@\uff1d\uff0b\uff0d\uff20])")
+_SEPARATED_FORMULA = re.compile(r"(^|[,;\t|\r\n])(\s*)(?=[=+\-@\uff1d\uff0b\uff0d\uff20])"
+                                r"(?!-(?:$|[,;\t|\r\n]))")  # a lone "-" (an LMS's "no value") is no formula
 
 
 def spreadsheet_safe(value: str) -> str:
