@@ -326,7 +326,7 @@ def _update_state(state: ClassState, discovery: Discovery, results: list[Submiss
     state.conflicts = sorted([c for c in state.conflicts if c[1] not in assignment_ids
                               or (students and c[0] not in students)]
                              + [(c.student_id, c.assignment_id, c.reason) for c in discovery.conflicts])
-    state.gradebook, state.roster = str(gradebook), list(roster)
+    state.gradebook, state.roster = str(Path(gradebook).resolve()), list(roster)
 
 
 def _foreign_assignment(found: FoundSubmission) -> str | None:

@@ -311,3 +311,23 @@ def test_screenshot_is_not_blank(tmp_path):
         histogram = gray.histogram()
         assert max(histogram) < 0.97 * sum(histogram), "almost one colour: nothing rendered"
         assert sum(1 for n in histogram if n) > 20
+
+
+def test_the_summary_of_2000_students_stays_under_5_mb():
+    """Six assignments for 2,000 students, some flagged: one table row per student, links to each report."""
+    from solutions import ASSIGNMENTS
+    from autograder.results import Flag, HandIn
+
+    results = []
+    for i in range(2000):
+        for aid in ASSIGNMENTS:
+            r = rmsnorm_result(f"2024{i:06d}", hand_answers={}, assignment_id=aid)
+            if i % 7 == 0:
+                r.handin = HandIn(seconds_late=3600.0, penalty=1.0, flags=[Flag("time", "late-ish " * 5, "晚")])
+            results.append(r)
+    page = render_summary(results, roster=[f"2024{i:06d}" for i in range(2010)])
+    assert len(page.encode()) < 5 * 1024**2, len(page.encode())
+    table = page.split('<table id="students">')[1].split("</table>")[0]
+    assert table.count("<tr data-flags=") == 2010
+    assert table.count('href="reports/') == 12000
+    assert table.count('data-flags="late time"') == 286 and table.count('data-flags="missing"') == 10
