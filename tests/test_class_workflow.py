@@ -396,3 +396,32 @@ def test_the_lms_gradebook_round_trips_with_the_scores(lms_course, kind):
     untouched = [row for row in after[1:] if row[name_col] in ("Student, Test", "Dave Chen", "    Points Possible")]
     assert untouched and all(row == next(b for b in before if b[name_col] == row[name_col]) for row in untouched)
     assert "not on the roster, left as it was" in done.output
+
+
+def test_a_conflict_in_a_flat_folder_grades_neither_and_keeps_the_stored_result(tmp_path):
+    flat, out = tmp_path / "flat", tmp_path / "out"
+    flat.mkdir()
+    shutil.copy(source_notebook("rmsnorm"), flat / "alice_rmsnorm.ipynb")
+    shutil.copy(release_notebook("rmsnorm"), flat / "bob_rmsnorm.ipynb")
+    args = ["grade", "rmsnorm", "--submissions", str(flat), "--out", str(out), *FAST]
+    assert RUNNER.invoke(app, args).exit_code == 0
+    before = json.loads((out / "results.json").read_text())
+    shutil.copy(release_notebook("rmsnorm"), flat / "alice-rmsnorm.ipynb")  # a second file for alice
+    for _ in range(2):  # and the same again: nothing flips
+        again = RUNNER.invoke(app, args)
+        assert again.exit_code == 0, again.output
+        assert "conflict: alice/rmsnorm not graded (its stored result is kept)" in again.output
+        assert json.loads((out / "results.json").read_text()) == before
+        assert grades_table(out)["alice"]["rmsnorm"] == "10"
+        assert "conflict" in (out / "summary.html").read_text()
+    (flat / "alice_rmsnorm.ipynb").unlink()  # resolved: the one left is graded
+    resolved = RUNNER.invoke(app, args)
+    assert resolved.exit_code == 0 and "conflict:" not in resolved.output
+    assert grades_table(out)["alice"]["rmsnorm"] == "0"
+    (flat / "bob_rmsnorm.ipynb").unlink()  # a stored result whose notebook is gone: listed, out of grades.csv
+    gone = RUNNER.invoke(app, args)
+    assert gone.exit_code == 0, gone.output
+    assert "left out of grades.csv: bob/rmsnorm (submission no longer found)" in gone.output
+    bob = next(r for r in json.loads((out / "results.json").read_text()) if r["student"] == "bob")
+    assert bob["left_out"] == "submission no longer found" and "bob" not in grades_table(out)
+    assert "submission no longer found" in (out / "summary.html").read_text()
