@@ -22,10 +22,17 @@ class SettingsChanged(Exception):
     """This run's settings differ from OUT/settings.json: the message lists the differences."""
 
 
+def _number(value):
+    """8 and 8.0 are one setting (nbgrader_config.py, a flag and the API may write either): integral floats as int."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def grade_settings(policy: LatePolicy, convention_credit: float, limits: dict) -> dict:
-    policy_numbers = {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
-                      for k, v in asdict(policy).items()}  # 2 from nbgrader_config.py and 2.0 from a flag are one
-    return {"late_policy": policy_numbers, "convention_credit": float(convention_credit), "limits": dict(limits)}
+    return {"late_policy": {k: _number(v) for k, v in asdict(policy).items()},
+            "convention_credit": _number(float(convention_credit)),
+            "limits": {k: _number(v) for k, v in dict(limits).items()}}
 
 
 def _flatten(data, prefix=""):

@@ -190,7 +190,7 @@ def test_a_changed_late_policy_stops_the_run_with_the_difference(courses, tmp_pa
     changed = grade(course, "rmsnorm", extra=["--late-policy", "fixed", "--late-points", "2"])
     assert changed.exit_code == 2, changed.output
     assert "late_policy.method: 'none' (stored) -> 'fixed' (this run)" in changed.output
-    assert "late_policy.points: 0.0 (stored) -> 2.0 (this run)" in changed.output
+    assert "late_policy.points: 0 (stored) -> 2 (this run)" in changed.output
     accepted = grade(course, "rmsnorm", extra=["--late-policy", "fixed", "--late-points", "2",
                                                "--accept-new-settings"])
     assert accepted.exit_code == 0, accepted.output
