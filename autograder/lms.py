@@ -200,6 +200,9 @@ def map_student(kind: str, lms_id: str, export: LmsExport | None, roster: dict[s
     student = export.students.get(lms_id)
     if student is None:
         return Mapped(fallback, True, f"{label}; not in {export.path.name}")
+    if not roster:
+        return Mapped(fallback, True, f"{label}; the gradebook has no roster to map it to (import it with "
+                      "`nbgrader db student import`, or pass the course's --gradebook)")
     for column, value in student.keys:
         if value in roster:
             return Mapped(value, False, f"{label} -> {column} {value!r}")
