@@ -163,10 +163,11 @@ def discover(source: Path, assignment_ids: list[str], students: set[str] | None 
 def _recognise(root: Path, notebooks: list[Path], assignment_ids: list[str]) -> str:
     if any((d / a).is_dir() for d in root.iterdir() if d.is_dir() for a in assignment_ids):
         return "nbgrader"
+    # most notebooks named as the LMS names them: that LMS (the others are skipped with a line, not renamed)
     names = [p.relative_to(root).parts[0] for p in notebooks]
-    if names and all(lms.parse_moodle_name(n) for n in names):
+    if names and 2 * sum(bool(lms.parse_moodle_name(n)) for n in names) > len(names):
         return MOODLE
-    if names and all(lms.parse_canvas_name(p.name) for p in notebooks):
+    if names and 2 * sum(bool(lms.parse_canvas_name(p.name)) for p in notebooks) > len(names):
         return CANVAS
     return "flat"
 

@@ -126,3 +126,13 @@ def test_moodle_names_and_a_download_of_one_assignment(tmp_path):
         discover(tmp_path, ["rmsnorm", "rope"], layout="moodle")
     with pytest.raises(DiscoveryError, match="unknown layout"):
         discover(tmp_path, ["rmsnorm"], layout="blackboard")
+
+
+def test_a_canvas_download_is_recognised_even_with_a_stray_file(tmp_path):
+    touch(tmp_path / "wangfang_12345_67890_rmsnorm.ipynb")
+    touch(tmp_path / "lilei_late_222_333_homework.ipynb")
+    touch(tmp_path / "instructions_rmsnorm.ipynb")
+    result = discover(tmp_path, ["rmsnorm"])
+    assert result.layout == "canvas"
+    assert sorted(f.student_id for f in result.found) == ["canvas:12345", "canvas:222"]  # never wangfang_12345_67890
+    assert [s.notebook.name for s in result.skipped] == ["instructions_rmsnorm.ipynb"]
