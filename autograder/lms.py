@@ -29,7 +29,7 @@ LAYOUTS = ("auto", "nbgrader", "flat", CANVAS, MOODLE)
 MAX_ROSTER_BYTES = 50 * 1024**2
 
 # Canvas: the name part is the sortable name with everything but letters and digits removed
-CANVAS_FILE = re.compile(r"^(?P<name>[^\W_]*)(?P<late>_late)?_(?P<user>\d{1,20})_(?P<attachment>\d{1,20})_(?P<file>.+)$")
+CANVAS_FILE = re.compile(r"^(?P<name>[^\W_]*)(?P<late>_(?i:late))?_(?P<user>\d{1,20})_(?P<attachment>\d{1,20})_(?P<file>.+)$")
 MOODLE_PART = re.compile(r"^(?P<name>.+)_(?P<participant>\d{1,20})_assign(?P<kind>submission|feedback)_(?P<plugin>[a-z]+)_"
                          r"(?P<file>.*)$", re.S)
 RESUBMITTED = re.compile(r"-\d{1,4}$")  # Canvas renames a re-uploaded `x.ipynb` to `x-1.ipynb`, `x-2.ipynb`
