@@ -28,8 +28,12 @@ def _describe(path: Path) -> str:
 def exclusive(path: Path, what: str, command: str):
     """Hold the lock file `path` for `what` (e.g. "the output folder grading") for the block, or raise LockedError."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise LockedError(f"cannot lock {what}: cannot open the lock file {path} ({exc.strerror}); make its folder "
+                          "writable for this user") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
