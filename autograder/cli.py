@@ -173,10 +173,13 @@ def report(
     """Re-render the reports, the summary, results.json and grades.csv from stored results, without regrading."""
     from autograder.grading_run import GradingRunError, rerender
 
+    notes: list[str] = []
     try:
-        count = rerender(out, course)
+        count = rerender(out, course, notes)
     except GradingRunError as exc:
         fail(str(exc), exc.exit_code)
+    for line in notes:
+        typer.echo(line)
     typer.echo(f"re-rendered {count} reports in {out / 'reports'} and {out / 'summary.html'}")
 
 

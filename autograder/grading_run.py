@@ -421,18 +421,18 @@ def write_exports(out: Path, record: ClassRecord) -> None:
                                                       conflicts=record.conflicts))
 
 
-def rerender(out: Path, course: Path | None = None) -> int:
+def rerender(out: Path, course: Path | None = None, notes: list[str] | None = None) -> int:
     """Reports, summary and exports again from OUT/results/, without grading; the roster from the course's
     gradebook (--course), else the gradebook the last `grade` used, else the roster it saw."""
     out = Path(out)
     try:
         with run_locks("autograde report", out, (course / "gradebook.db") if course else None):
-            return _rerender(out, course)
+            return _rerender(out, course, notes if notes is not None else [])
     except LockedError as exc:
         raise GradingRunError(str(exc)) from None
 
 
-def _rerender(out: Path, course: Path | None) -> int:
+def _rerender(out: Path, course: Path | None, notes: list[str]) -> int:
     store = ResultStore(out)
     results = store.all()
     if not results:
@@ -446,7 +446,9 @@ def _rerender(out: Path, course: Path | None) -> int:
         if course is not None:
             folder = course / "submitted" / nbgrader_folder_name(result.student_id) / result.assignment_id
             write_feedback(course / "feedback", result, folder, f"{result.assignment_id}.ipynb", html)
-    write_exports(out, ClassRecord(results, roster, set(state.not_found), state.conflicts))
+    record = ClassRecord(results, roster, set(state.not_found), state.conflicts)
+    write_exports(out, record)
+    notes += record.lines()  # what grades.csv leaves out, as `grade` prints it
     return len(results)
 
 
