@@ -19,7 +19,8 @@ GRADING_CODE = (
     "autograder/checks/*.py", "autograder/engine.py", "autograder/probes.py", "autograder/notebook_run.py",
     "autograder/reading.py", "autograder/assignments.py", "autograder/diagnosis.py", "autograder/course.py",
     "autograder/results.py", "autograder/sandbox/runner.py", "autograder/sandbox/wire.py",
-    "autograder/sandbox/process.py", "autograder/sandbox/tiers.py", "solutions/*.py",
+    "autograder/sandbox/process.py", "autograder/sandbox/tiers.py", "autograder/sandbox/reply.py",
+    "autograder/validate.py", "solutions/*.py",
 )
 
 

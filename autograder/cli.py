@@ -16,6 +16,7 @@ app = typer.Typer(
 
 EXIT_BAD_INPUT = 2  # bad arguments, no such assignment, unreadable folder
 EXIT_NOTHING = 1  # nothing to grade
+EXIT_CHECK_BUG = 3  # every result is written, but a check raised on the reference's output too (a bug of ours)
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT):
@@ -51,6 +52,10 @@ def grade(
                                             help="Fall back to rlimits-only isolation if nothing stronger works."),
     cell_timeout: float = typer.Option(30.0, help="Seconds per notebook cell."),
     probe_timeout: float = typer.Option(30.0, help="Seconds per check's call into student code."),
+    submission_timeout: float = typer.Option(
+        None, "--submission-timeout", help="Seconds of wall clock for one whole submission: cells, restarts after a "
+                                           "crash, replays and checks (default: c.Autograde.submission_timeout, "
+                                           "else 300)."),
     convention_credit: float = typer.Option(
         0.0, min=0.0, max=1.0,
         help="Share of a check's points kept when it fails only by another convention (RoPE half-split pairing, "
@@ -103,8 +108,8 @@ def grade(
                          executor="dask" if scheduler else executor, scheduler=scheduler,
                          gradebook=gradebook, tier=sandbox, allow_weak_sandbox=allow_weak_sandbox,
                          cell_timeout=cell_timeout, probe_timeout=probe_timeout,
-                         convention_credit=convention_credit, handin=handin, layout=layout, lms_roster=lms_roster,
-                         dry_run=dry_run, accept_new_settings=accept_new_settings)
+                         submission_timeout=submission_timeout, convention_credit=convention_credit, handin=handin,
+                         layout=layout, lms_roster=lms_roster, dry_run=dry_run, accept_new_settings=accept_new_settings)
     try:
         summary = run_grading(options, progress=not dry_run)
     except GradingRunError as exc:
@@ -113,12 +118,18 @@ def grade(
         found = summary.discovery.found
         typer.echo(f"dry run ({summary.discovery.layout} layout): {len(found)} submission(s) would be graded, "
                    "nothing is graded")
+        from autograder.validate import safe_text
+
         for f in found:
-            typer.echo(f"  {f.student_id}\t{f.assignment_id}\t{f.notebook}\t{f.how}")
+            typer.echo(safe_text(f"  {f.student_id}\t{f.assignment_id}\t{f.notebook}\t{f.how}"))
         for line in summary.discovery.lines():
-            typer.echo(line)
+            typer.echo(safe_text(line))
         return
     summary.print()
+    if summary.check_bugs or summary.record_failures:
+        typer.secho("error: every other result is written, but the checks above failed on the reference too "
+                    "(or results could not be recorded): fix them and grade again", fg=typer.colors.RED, err=True)
+        raise typer.Exit(EXIT_CHECK_BUG)
 
 
 @app.command()

@@ -24,8 +24,14 @@ from autograder.reading import UnreadableNotebook, prepare
 from autograder.results import STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult, SubmissionResult
 from autograder.sandbox import environment, tiers
 from autograder.sandbox.process import Limits, SandboxError
-from autograder.sandbox.zygote import Zygote
+from autograder.sandbox.zygote import Zygote, ZygoteError
+from autograder.validate import safe_text, sanitize_record
 from solutions.student_params import HAND_ASSIGNMENTS, student_answers
+
+
+BUDGET_SPENT = ("超时：这份提交用完了 {seconds:g} 秒的总时间预算（所有单元格、重启和检查一起计时）；"
+                "之后的单元格没有运行，剩下的检查记为超时")
+CHECK_BUG_MESSAGE = "这一项检查无法完成：评分程序本身出了问题（不是你的代码的问题），老师会处理，这一项暂记为未通过"
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,8 @@ def typed_answers(student: StudentCode, assignment_id: str) -> dict:
             value = None
         plain = isinstance(value, (int, float, str)) or (
             isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value))
+        if isinstance(value, str):
+            value = value[:200]  # a letter or a word; never a megabyte of the student's text in every export
         answers[name] = (list(value) if isinstance(value, tuple) else value) if plain and not isinstance(value, bool) else None
     return answers
 
@@ -125,6 +133,7 @@ class Grader:
             zygote = None
         self.zygote: Zygote | None = zygote or Zygote(self.environment, self.tier,
                                                       options.limits.startup_timeout).launch()
+        self._reference_verdicts: dict[tuple[str, int, str], bool] = {}  # (assignment, seed, check): a check bug?
 
     def warm_parent(self) -> Zygote:
         if self.zygote is None:
@@ -137,6 +146,22 @@ class Grader:
             self.zygote = None
 
     def grade(self, submission: Submission, assignment: Assignment, run_checks) -> SubmissionResult:
+        """One submission's result, whatever happens while grading it: a failure is its own outcome (status
+        error with the reason), never an exception out of the batch."""
+        started = time.monotonic()
+        try:
+            result = self._grade(submission, assignment, run_checks)
+        except (ZygoteError, tiers.SandboxUnavailable, environment.SandboxEnvironmentError):
+            raise  # the sandbox itself cannot run here: the run's failure, not this submission's
+        except Exception as exc:  # a bug of ours, or data we did not foresee: this submission's error
+            seed = student_seed(self.secret, assignment.id, submission.student_id)
+            result = failed_result(submission, assignment, self.tier, seed,
+                                   f"这份提交无法评分：评分程序出错（{type(exc).__name__}），请联系老师 "
+                                   f"(grader error: {type(exc).__name__}: {safe_text(exc, 300)})")
+            result.seconds = time.monotonic() - started
+        return sanitize_record(result)
+
+    def _grade(self, submission: Submission, assignment: Assignment, run_checks) -> SubmissionResult:
         started = time.monotonic()
         seed = student_seed(self.secret, assignment.id, submission.student_id)
         result = SubmissionResult(
@@ -173,14 +198,42 @@ class Grader:
             outcomes = run_checks(CheckContext(student, assignment.id, submission.student_id, seed))
             lap("checks")
             result.hand_answers = typed_answers(student, assignment.id)
+            if run.exhausted:
+                result.message = BUDGET_SPENT.format(seconds=self.options.limits.submission_timeout)
         finally:
             run.close()
             lap("close")
-        result.parts = self._score(assignment, outcomes, prepared)
+        crashed = {o.spec.name for o in outcomes if o.crash is not None}
+        bugs = self._check_bugs(assignment, submission.student_id, seed, crashed, run_checks) if crashed else set()
+        lap("check_bugs")
+        result.parts = self._score(assignment, outcomes, prepared, bugs)
         result.written_answers = dict(prepared.written_answers)
         result.score = sum(p.score for p in result.parts)
         result.seconds = time.monotonic() - started
         return result
+
+    def _check_bugs(self, assignment: Assignment, student_id: str, seed: int, names: set[str],
+                    run_checks) -> set[str]:
+        """Which of the checks that raised on this submission raise on the reference's output for the same inputs
+        too (the source notebook, run as this student): those are bugs of the check. Cached for the batch."""
+        todo = {n for n in names if (assignment.id, seed, n) not in self._reference_verdicts}
+        if todo:
+            try:
+                prepared = prepare(assignment.source, assignment)
+                run = NotebookRun(self.environment, self.tier, self.options.limits, student_id, prepared.cells,
+                                  self.warm_parent())
+                try:
+                    run.start()
+                    reference = StudentCode(run, student_id, assignment.id, seed, self.options.limits.probe_timeout)
+                    outcomes = run_checks(CheckContext(reference, assignment.id, student_id, seed), todo)
+                finally:
+                    run.close()
+                crashed_there = {o.spec.name for o in outcomes if o.crash is not None}
+            except Exception:  # the reference cannot even be run: count every such check as ours to fix
+                crashed_there = set(todo)
+            for name in todo:
+                self._reference_verdicts[(assignment.id, seed, name)] = name in crashed_there
+        return {n for n in names if self._reference_verdicts[(assignment.id, seed, n)]}
 
     def _points(self, assignment: Assignment, outcome: CheckOutcome) -> float:
         """A passed check's points; a failure explained by a convention keeps the instructor's share of them."""
@@ -191,7 +244,8 @@ class Grader:
             return round(outcome.spec.points * self.options.convention_credit, 6)
         return 0.0
 
-    def _score(self, assignment: Assignment, outcomes: list[CheckOutcome], prepared) -> list[PartResult]:
+    def _score(self, assignment: Assignment, outcomes: list[CheckOutcome], prepared,
+               bugs: set[str] = frozenset()) -> list[PartResult]:
         parts = []
         for part in assignment.parts:
             if part.written:
@@ -202,8 +256,9 @@ class Grader:
             checks = [
                 CheckResult(name=o.spec.name, grade_id=part.grade_id, passed=o.passed,
                             points=self._points(assignment, o), max_points=o.spec.points,
-                            description=o.spec.description, message=o.message, details=o.details,
-                            diagnosis=o.diagnosis, seconds=o.seconds)
+                            description=o.spec.description,
+                            message=CHECK_BUG_MESSAGE if o.spec.name in bugs else o.message, details=o.details,
+                            diagnosis=o.diagnosis, seconds=o.seconds, crash=o.crash, check_bug=o.spec.name in bugs)
                 for o in outcomes if o.spec.grade_id == part.grade_id
             ]
             found = any(cell_id in prepared.answer_cells_found for cell_id in part.answer_cells)

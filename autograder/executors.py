@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autograder.results import SubmissionResult
+from autograder.validate import sanitize_record
 
 if TYPE_CHECKING:  # the engine (torch) is imported where grading happens, not by whoever only plans it
     from autograder.engine import Grader, GradingOptions, Submission
@@ -32,7 +33,7 @@ WORKER_COMMAND = [sys.executable, "-m", "autograder.worker"]  # + JOBS_FD RESULT
 # OpenMP threads spinning next to another worker's cost more than they give (as Dask's workers do by default)
 WORKER_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 IN_FLIGHT = 2  # jobs queued per local worker: the next is ready while this process records the last
-MAX_ATTEMPTS = 2  # a submission whose worker process died is tried once more on a fresh worker
+MAX_ATTEMPTS = 2  # a submission whose worker process died under it is tried once more, alone, on a fresh worker
 
 
 class ExecutorError(Exception):
@@ -89,6 +90,8 @@ class _Worker:
             stderr=self.stderr, env=WORKER_ENV,
         )
         self.results_seen = 0
+        self.started: int | None = None  # the job it said it started last
+        self.solo: int | None = None  # a suspect it grades alone (no other job is sent to it)
         os.close(jobs_read)
         os.close(results_write)
         self.pending: deque[int] = deque()  # job indices sent, in order
@@ -103,8 +106,8 @@ class _Worker:
 
     def finish(self) -> None:
         if not self.closed:
-            os.close(self.jobs)
             self.closed = True
+            os.close(self.jobs)
 
     def messages(self) -> list[dict] | None:
         """The complete lines available now; None at end of file."""
@@ -134,32 +137,72 @@ class _Worker:
 
 def _run_local(submissions: "list[Submission]", options: "GradingOptions",
                on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
+    """Stream the submissions to worker processes. A worker says which job it has started: when it dies, only
+    that job is suspected. It is tried once more, alone, on a fresh worker, and then recorded as an error of
+    ours (never kept in the regrade cache); the jobs it held but had not started go back to the queue as they
+    were. A worker that dies before it starts any job (it cannot even run) stops the run with its error output."""
     from autograder.worker import options_to_payload
 
     settings = json.dumps({"options": options_to_payload(options),
                            "assignment_ids": sorted({s.assignment_id for s in submissions})})
     queue = deque(range(len(submissions)))
-    attempts = [0] * len(submissions)
+    attempts = [0] * len(submissions)  # how many workers died while grading it
     selector = selectors.DefaultSelector()
     workers: list[_Worker] = []
     errors: list[str] = []
 
-    def feed(worker: _Worker) -> None:
-        while queue and len(worker.pending) < IN_FLIGHT:
-            i = queue.popleft()
-            s = submissions[i]
-            attempts[i] += 1
-            worker.pending.append(i)
+    def send_job(worker: _Worker, i: int) -> None:
+        s = submissions[i]
+        worker.pending.append(i)  # if it cannot be sent, the worker is gone: its death puts the job back
+        try:
             worker.send(json.dumps({"i": i, "notebook": str(s.notebook), "assignment_id": s.assignment_id,
                                     "student_id": s.student_id}))
+        except BrokenPipeError:
+            worker.finish()
+
+    def feed(worker: _Worker) -> None:
+        if worker.solo is not None or worker.closed:
+            return
+        while queue and len(worker.pending) < IN_FLIGHT and not worker.closed:
+            send_job(worker, queue.popleft())
         if not queue:
             worker.finish()
 
-    def start() -> None:
+    def start(solo: int | None = None) -> None:
         worker = _Worker(settings)
+        worker.solo = solo
         workers.append(worker)
         selector.register(worker.results, selectors.EVENT_READ, worker)
-        feed(worker)
+        if solo is not None:  # a suspect: graded by itself on a fresh worker
+            send_job(worker, solo)
+            worker.finish()
+        else:
+            feed(worker)
+
+    def died(worker: _Worker) -> None:
+        selector.unregister(worker.results)
+        worker.close()
+        if worker.started is None and worker.results_seen == 0 and worker.process.returncode != 0:
+            errors.append(f"exit code {worker.process.returncode}: {worker.errors() or 'no output'}")
+            queue.clear()
+            worker.pending.clear()
+            return
+        suspect = worker.started if worker.started in worker.pending else None
+        for i in reversed(worker.pending):
+            if i != suspect:
+                queue.appendleft(i)  # not started: it was not this job's fault
+        worker.pending.clear()
+        if suspect is not None:
+            attempts[suspect] += 1
+            if attempts[suspect] < MAX_ATTEMPTS:
+                start(solo=suspect)
+            else:
+                on_result(_worker_died(submissions[suspect], options, worker.process.returncode))
+        if queue and not errors and not any(w.solo is None and not w.closed for w in workers):
+            start()
+        for other in workers:  # a queue refilled: feed the workers that are still open
+            if not other.closed and other.solo is None:
+                feed(other)
 
     try:
         for _ in range(min(executor.workers, len(submissions))):
@@ -169,27 +212,16 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
                 worker: _Worker = key.data
                 messages = worker.messages()
                 if messages is None:  # the worker is gone
-                    selector.unregister(worker.results)
-                    worker.close()
-                    if worker.results_seen == 0 and worker.process.returncode != 0:  # it never worked: no retry
-                        errors.append(f"exit code {worker.process.returncode}: {worker.errors() or 'no output'}")
-                        queue.clear()
-                        worker.pending.clear()
-                        continue
-                    for i in worker.pending:  # what it held: again elsewhere, or an error after the last attempt
-                        if attempts[i] < MAX_ATTEMPTS:
-                            queue.appendleft(i)
-                        else:
-                            on_result(_worker_died(submissions[i], options, worker.process.returncode))
-                    worker.pending.clear()
-                    if queue and not errors:
-                        start()
+                    died(worker)
                     continue
                 for message in messages:
                     if "result" in message:
                         worker.results_seen += 1
-                        worker.pending.remove(message["i"])
-                        on_result(SubmissionResult.from_dict(message["result"]))
+                        if message.get("i") in worker.pending:
+                            worker.pending.remove(message["i"])
+                        on_result(sanitize_record(SubmissionResult.from_dict(message["result"])))
+                    elif message.get("op") == "started":
+                        worker.started = message.get("i")
                     elif message.get("op") == "done":
                         executor.usage.append({k: v for k, v in message.items() if k != "op"})
                     elif message.get("op") == "error":
@@ -210,17 +242,24 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
         raise ExecutorError(f"a grading worker failed: {errors[0]}")
 
 
-def _worker_died(submission: "Submission", options: "GradingOptions", code: int | None) -> SubmissionResult:
-    """A submission whose worker process died twice under it: an error result, the batch goes on."""
+def _worker_died(submission: "Submission", options: "GradingOptions", code: int | None,
+                 why: str | None = None) -> SubmissionResult:
+    """A submission whose worker process died under it twice, the second time graded alone: an error result
+    (an error of ours as far as the regrade cache goes: graded again next run), the batch goes on."""
     from autograder.assignments import load_assignment
     from autograder.course import course_secret, student_seed
     from autograder.engine import failed_result
 
     seed = student_seed(options.secret or course_secret(options.root), submission.assignment_id,
                         submission.student_id)
-    message = f"the grading worker process died twice while grading this submission (exit code {code})"
-    return failed_result(submission, load_assignment(submission.assignment_id, options.root), options.tier or "",
-                         seed, message)
+    default_why = ("the grading worker process died twice while grading this submission, the second time alone; "
+                   f"exit code {code}")
+    message = ("这份提交没能评分：评分进程在评它时两次退出（第二次单独评分），请联系老师 "
+               f"({why or default_why})")
+    result = failed_result(submission, load_assignment(submission.assignment_id, options.root), options.tier or "",
+                           seed, message)
+    result.infrastructure_error = True
+    return result
 
 
 # --- Dask -----------------------------------------------------------------------------------------------
@@ -249,19 +288,24 @@ def _run_dask(submissions: "list[Submission]", options: "GradingOptions",
             workers = max(len(client.scheduler_info().get("workers", {})), 1)
             size = max(1, min(25, math.ceil(len(submissions) / (workers * 4))))
             payload = client.scatter(options_to_payload(options), broadcast=True)
-            futures = []
+            futures, chunks = [], {}
             for start in range(0, len(submissions), size):
-                chunk = [_job(s) for s in submissions[start:start + size]]
-                futures.append(client.submit(grade_chunk, chunk, payload, pure=False))
+                chunk = submissions[start:start + size]
+                future = client.submit(grade_chunk, [_job(s) for s in chunk], payload, pure=False)
+                futures.append(future)
+                chunks[future.key] = chunk
             usage: dict = {}
             for future in as_completed(futures):
                 try:
                     done = future.result()
-                except Exception as exc:
-                    raise ExecutorError(f"a Dask grading task failed: {type(exc).__name__}: {exc}") from None
+                except Exception as exc:  # Dask gave up on the task (its workers died): these jobs' error, ours
+                    for submission in chunks[future.key]:
+                        on_result(_worker_died(submission, options, None,
+                                               f"the Dask task failed: {type(exc).__name__}"))
+                    continue
                 usage[done["usage"].get("pid")] = done["usage"]
                 for data in done["results"]:
-                    on_result(SubmissionResult.from_dict(data))
+                    on_result(sanitize_record(SubmissionResult.from_dict(data)))
             executor.usage.extend(usage.values())
     finally:
         if cluster is not None:

@@ -8,6 +8,7 @@ up as an uninterrupted run would leave them.
 """
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import statistics
@@ -23,12 +24,13 @@ from autograder.assignments import assignment_of_notebook
 from autograder.class_record import ClassRecord, ClassState, roster_of
 from autograder.discovery import Discovery, DiscoveryError, FoundSubmission, course_root, discover
 from autograder.executors import Executor, ExecutorError, in_process, run_submissions
-from autograder.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings
+from autograder.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings, submission_timeout
 from autograder.locking import LockedError, run_locks
 from autograder.outputs import (ResultStore, atomic_write, notebook_digest, safe_name, write_grades_csv,
                                 write_results_json)
-from autograder.results import (FLAG_IDENTITY, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, STATUS_ERROR, Flag, HandIn,
-                                SubmissionResult)
+from autograder.results import (FLAG_ID, FLAG_IDENTITY, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, STATUS_ERROR, Flag,
+                                HandIn, SubmissionResult)
+from autograder.validate import safe_text, sanitize_record, student_id_from_name
 from autograder.sandbox import environment, tiers
 from autograder.sandbox.environment import SandboxEnvironmentError
 from autograder.sandbox.limits import Limits
@@ -67,6 +69,7 @@ class RunOptions:
     allow_weak_sandbox: bool = False
     cell_timeout: float = 30.0
     probe_timeout: float = 30.0
+    submission_timeout: float | None = None  # None: c.Autograde.submission_timeout, else 300 s
     convention_credit: float = 0.0
     handin: HandInOptions = field(default_factory=HandInOptions)  # late policy and exchange checks (CLI overrides)
     layout: str = "auto"  # nbgrader, flat, canvas, moodle (autograder.discovery), or recognised
@@ -85,9 +88,18 @@ class RunSummary:
     feedback: Path | None
     assignment_ids: list[str]
     usage: list[dict] = field(default_factory=list)  # per worker: peak memory (KiB)
+    record_failures: list[str] = field(default_factory=list)  # results that could not be recorded at all
     discovery: Discovery | None = None
     record: ClassRecord | None = None  # what the exports were built from (every stored result in OUT)
     settings_changed: bool = False
+
+    @property
+    def check_bugs(self):
+        """Checks that raised on the reference's output too (bugs of ours), in this run's assignments: the run exits
+        with EXIT_CHECK_BUG."""
+        from autograder.report import check_bugs
+
+        return check_bugs([r for r in self.results if r.assignment_id in self.assignment_ids])
 
     def rows(self) -> list[tuple]:
         """Per assignment of the class (every stored result counted in grades.csv): the terminal's table, in the
@@ -111,10 +123,11 @@ class RunSummary:
             lines += self.record.lines()
         if self.settings_changed:
             lines.append(f"settings changed (--accept-new-settings): {self.out / run_settings.FILE} rewritten")
-        return lines
+        return [safe_text(line, 2000) for line in lines]  # file and folder names: any bytes
 
     def print(self) -> None:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
         from autograder.report import SUMMARY_COLUMNS
@@ -136,6 +149,13 @@ class RunSummary:
         console.print(f"gradebook: {self.gradebook}  (nbgrader export)")
         if self.feedback:
             console.print(f"feedback: {self.feedback}/<student>/<assignment>/  (nbgrader release_feedback)")
+        for bug in self.check_bugs:
+            last = bug.crash.splitlines()[-1] if bug.crash else ""
+            console.print(f"[red]check bug:[/red] {escape(bug.assignment_id)}/{escape(bug.check)} raised on the "
+                          f"reference's output too ({bug.count} submission(s) lost its points): {escape(last)}",
+                          highlight=False)
+        for failure in self.record_failures:
+            console.print(f"[red]not recorded:[/red] {escape(failure)}", highlight=False)
 
 
 def resolve_assignments(names: list[str]) -> list[str]:
@@ -194,18 +214,24 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     students = gradebook_students(gradebook_path)
     roster = roster_of(students, state.added_students)
     discovery = _discover(opts, assignment_ids, out, students, roster)
-    found = discovery.found
+    found, id_flags = _validated_ids(discovery.found)
+    discovery.found = found
     if opts.dry_run:
         return RunSummary(out, [], 0, 0, gradebook_path, None, assignment_ids, discovery=discovery)
+    record_failures: list[str] = []
     if not found and not discovery.conflicts:
         raise GradingRunError(
             f"no submissions of {', '.join(assignment_ids)} in {opts.submissions}: expected nbgrader's layout "
             "<student>/<assignment>/<assignment>.ipynb, .ipynb files named after the student (and assignment), "
-            "or a Canvas or Moodle download (--layout)" + "".join(f"\n  {line}" for line in discovery.lines()),
+            "or a Canvas or Moodle download (--layout)" + "".join(f"\n  {safe_text(line, 2000)}" for line in discovery.lines()),
             exit_code=1)
     store = ResultStore(out)
     assignments = {a: load_assignment(a) for a in assignment_ids}
-    limits = Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout)
+    try:
+        budget = submission_timeout(course, opts.submission_timeout)
+    except HandInError as exc:
+        raise GradingRunError(str(exc)) from None
+    limits = Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout, submission_timeout=budget)
     secret = course_secret()
     try:
         tier = tiers.choose(opts.tier, opts.allow_weak_sandbox)
@@ -270,17 +296,33 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
         gb.record(result, assignments.get(result.assignment_id) or load_assignment(result.assignment_id))
 
     with _closing(grader), CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
-        def record(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None):
+        def record_one(result: SubmissionResult, digest: str | None, cache_key: str | None):
             key = (result.student_id, result.assignment_id)
+            sanitize_record(result)
             result.handin = _assess_handin(result, found_by_key.get(key), handin_settings, gb, foreign.get(key))
+            if key in id_flags:
+                result.handin = _with_flag(result.handin, id_flags[key])
             into_gradebook(gb, result)
             html = write_report(out, result)
             if feedback_root is not None:
                 write_feedback(feedback_root, result, folders.get(key) or _folder(found_by_key.get(key)),
                                assignments[result.assignment_id].source.name, html,
                                release_flagged=handin_settings.release_flagged_feedback)
-            # last: this marks the submission done
-            store.save(result, digest or digests.get(key), cache_key or cache_keys.get(key))
+            # last: this marks the submission done; an error of ours is never kept as "unchanged"
+            store.save(result, digest or digests.get(key),
+                       None if result.infrastructure_error else (cache_key or cache_keys.get(key)))
+
+        def record(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None):
+            """Record one result; whatever fails while recording it is that submission's error, not the run's."""
+            try:
+                record_one(result, digest, cache_key)
+            except Exception as exc:
+                failure = _recording_failed(result, assignments[result.assignment_id], exc)
+                try:
+                    record_one(failure, None, None)
+                except Exception as again:
+                    record_failures.append(f"{result.student_id}/{result.assignment_id}: {type(again).__name__}: "
+                                           f"{safe_text(again, 300)}")
 
         try:
             run_submissions([Submission(f.notebook, f.assignment_id, f.student_id) for f in todo], grading,
@@ -310,7 +352,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     record_ = ClassRecord(results, roster, set(state.not_found), state.conflicts)
     write_exports(out, record_)
     return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids,
-                      executor.usage, discovery, record_, settings_changed)
+                      executor.usage, record_failures, discovery, record_, settings_changed)
 
 
 def _update_state(state: ClassState, discovery: Discovery, results: list[SubmissionResult], assignment_ids: list[str],
@@ -325,7 +367,8 @@ def _update_state(state: ClassState, discovery: Discovery, results: list[Submiss
                              | {k for k in looked if k not in found and k not in conflicted})
     state.conflicts = sorted([c for c in state.conflicts if c[1] not in assignment_ids
                               or (students and c[0] not in students)]
-                             + [(c.student_id, c.assignment_id, c.reason) for c in discovery.conflicts])
+                             + [(student_id_from_name(c.student_id)[0], c.assignment_id, safe_text(c.reason, 2000))
+                                for c in discovery.conflicts])
     state.gradebook, state.roster = str(Path(gradebook).resolve()), list(roster)
 
 
@@ -345,6 +388,40 @@ def _foreign_assignment(found: FoundSubmission) -> str | None:
     except (UnreadableNotebook, ValueError, RecursionError, UnicodeDecodeError):
         return None
     return assignment_of_notebook(ids, found.assignment_id)
+
+
+def _validated_ids(found: list[FoundSubmission]) -> tuple[list[FoundSubmission], dict[tuple[str, str], Flag]]:
+    """Student ids as found on disk, checked where they enter: one that is not printable UTF-8 is graded under its
+    escaped form and flagged `id`."""
+    checked, flags = [], {}
+    for f in found:
+        student_id, escaped = student_id_from_name(f.student_id)
+        if escaped:
+            f = dataclasses.replace(f, student_id=student_id)
+            flags[(student_id, f.assignment_id)] = Flag(
+                FLAG_ID, f"the student id found for this submission is not printable UTF-8; graded as {student_id!r}",
+                f"这份提交的学号不是可打印的 UTF-8 文本，按转义后的学号 {student_id} 评分")
+        checked.append(f)
+    return checked, flags
+
+
+def _with_flag(handin: HandIn | None, flag: Flag) -> HandIn:
+    handin = handin or HandIn()
+    if all(existing.kind != flag.kind for existing in handin.flags):
+        handin.flags = [*handin.flags, flag]
+    return handin
+
+
+def _recording_failed(result: SubmissionResult, assignment, exc: Exception) -> SubmissionResult:
+    """What is recorded for a submission whose own result could not be recorded (its report, its gradebook row)."""
+    from autograder.engine import Submission, failed_result
+
+    failure = failed_result(Submission(Path(safe_text(result.notebook)), assignment.id, safe_text(result.student_id)),
+                            assignment, safe_text(result.tier), result.seed,
+                            f"这份提交的结果无法保存：评分程序出错（{type(exc).__name__}），请联系老师 "
+                            f"(recording failed: {type(exc).__name__}: {safe_text(exc, 300)})")
+    failure.infrastructure_error = True
+    return failure
 
 
 def _folder(found: FoundSubmission | None) -> Path | None:

@@ -38,7 +38,9 @@ from autograder.results import FLAG_IDENTITY, FLAG_TIME, FLAG_UNVERIFIED, Flag, 
 
 CONFIG_SECTION = "Autograde"
 CONFIG_KEYS = {"late_policy": "method", "late_points": "points", "late_percent": "percent",
-               "late_cap_percent": "cap_percent", "time_tolerance": None, "check_owner": None}
+               "late_cap_percent": "cap_percent", "time_tolerance": None, "check_owner": None,
+               "submission_timeout": None}
+DEFAULT_SUBMISSION_TIMEOUT = 300.0
 DEFAULT_TIME_TOLERANCE = 120.0
 NBGRADER_DEFAULT_EXCHANGE = "/srv/nbgrader/exchange"
 
@@ -88,6 +90,21 @@ def load_course_config(course: Path):
 
 def _section_value(section, key):
     return section[key] if key in section else None
+
+
+def submission_timeout(course: Path | None, override: float | None = None) -> float:
+    """The per-submission wall-clock budget: the command line's, else c.Autograde.submission_timeout, else 300 s."""
+    where = f"{Path(course) / 'nbgrader_config.py'}" if course else "settings"
+    if override is None:
+        config = load_course_config(course)
+        section = config[CONFIG_SECTION] if CONFIG_SECTION in config else {}
+        override = section.get("submission_timeout", DEFAULT_SUBMISSION_TIMEOUT)
+    else:
+        where = "--submission-timeout"
+    if isinstance(override, bool) or not isinstance(override, (int, float)) or not math.isfinite(override) \
+            or override <= 0:
+        raise HandInError(f"{where}: submission_timeout must be a number of seconds > 0, not {override!r}")
+    return float(override)
 
 
 def load_settings(course: Path | None, options: HandInOptions | None = None) -> HandInSettings:

@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from autograder.results import SubmissionResult
+from autograder.validate import safe_tree
 
 
 def safe_name(student_id: str) -> str:
@@ -82,6 +83,7 @@ class ResultStore:
 
     def save(self, result: SubmissionResult, digest: str | None = None, cache_key: str | None = None) -> None:
         data = result.to_dict()
+        data = safe_tree(data)  # whatever text a submission left in it, the file is valid UTF-8 JSON
         data[_NOTEBOOK_SHA256], data[_CACHE_KEY] = digest, cache_key
         atomic_write(self.path(result.student_id, result.assignment_id), json.dumps(data, ensure_ascii=False, indent=1))
 

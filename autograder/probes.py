@@ -4,12 +4,14 @@ A check never touches the student's objects: it sends plain tensors and numbers 
 sandbox and receives plain data (autograder.sandbox.wire), already checked for size and dtype.
 """
 
+import re
 from dataclasses import dataclass, field
 
 import torch
 
 from autograder.sandbox.process import SandboxError
 from autograder.sandbox.wire import Unsupported
+from autograder.validate import OddValue
 
 
 class CheckFailed(Exception):
@@ -44,14 +46,14 @@ class ModuleRun:
     param_grads: dict = field(default_factory=dict)
 
 
-def module_arg(class_name: str, *init_args, state_dict=None, dtype=None, forbid_calls=(), **init_kwargs) -> dict:
+def module_arg(class_name: str, *init_args, state_dict=None, dtype=None, **init_kwargs) -> dict:
     """An argument that stands for the student's `class_name(*init_args)` loaded with `state_dict`.
 
-    The weights must fit the module's parameters exactly. Calling a submodule named in `forbid_calls`
-    (e.g. "W_k_up": materialising K) fails the probe.
+    The weights must fit the module's parameters exactly. (No rule about what the student's code may call
+    is enforced inside its process: it could undo it. Checks grade what the code computes.)
     """
     return {"$module": {"class": class_name, "init_args": list(init_args), "init_kwargs": init_kwargs,
-                        "state_dict": state_dict, "dtype": _dtype_name(dtype), "forbid_calls": list(forbid_calls)}}
+                        "state_dict": state_dict, "dtype": _dtype_name(dtype)}}
 
 
 def probe_net_arg(state_dict: dict, d_model: int, num_layers: int, dtype=torch.float64) -> dict:
@@ -114,6 +116,10 @@ class StudentCode:
         try:
             reply = self._run.request(header, values, self.probe_timeout)
         except SandboxError as exc:
+            if exc.kind == "budget" or getattr(self._run, "exhausted", False):
+                seconds = self._run.limits.submission_timeout
+                raise StudentCodeFailed(f"超时：这份提交用完了 {seconds:g} 秒的总时间预算，没有时间再运行 `{what}`",
+                                        {"submission_timeout_seconds": seconds}) from None
             if exc.kind == "timeout":
                 failure = StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
                                             {"timeout_seconds": self.probe_timeout})
@@ -127,9 +133,6 @@ class StudentCode:
         kind, message = error.get("type", "Error"), error.get("message", "")
         if kind == "NotDefined":
             raise NotAnswered(f"未找到该题的答案：笔记本里没有定义 `{message or name}`", {"missing": message or name})
-        if kind == "ForbiddenCall":
-            raise StudentCodeFailed(f"`{what}` 调用了 `{message}`：这一题要求不调用它（例如不构造完整的 K、V）",
-                                    {"forbidden_call": message})
         if kind == "ShapeMismatch":
             raise StudentCodeFailed(f"`{what}` 的输出形状不对（你的 vs 应该的：{message}）", {"shapes": message})
         if kind == "NotImplementedError":
@@ -138,13 +141,47 @@ class StudentCode:
             self._broken[name] = StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
                                                    {"timeout_seconds": self.probe_timeout})
             raise self._broken[name]
-        detail = {"exception": kind, "exception_message": message[:500]}
-        if error.get("traceback"):
-            detail["traceback"] = error["traceback"][:2000]
-        raise StudentCodeFailed(f"运行 `{what}` 时你的代码抛出了 {kind}: {message[:300]}", detail)
+        # the message may carry the hidden inputs (f"x={x.tolist()}"): numbers and bracketed sequences go
+        where = self._where(error.get("traceback", ""))
+        text = scrubbed(message)
+        detail = {"exception": kind, "exception_message": text}
+        if where:
+            detail["where"] = where
+        raise StudentCodeFailed(f"运行 `{what}` 时你的代码抛出了 {kind}{'（' + where + '）' if where else ''}"
+                                f"{'：' + text if text else ''}", detail)
+
+    def _where(self, trace: str) -> str:
+        """"第 N 个单元格第 M 行：<the line>" for the last frame of the student's own cells in a traceback."""
+        frames = _CELL_FRAME.findall(trace or "")
+        if not frames:
+            return ""
+        cell, line = (int(n) for n in frames[-1])
+        source = next((c.source for c in getattr(self._run, "cells", []) if c.index == cell), None)
+        lines = source.split("\n") if source is not None else []
+        code = lines[line - 1].strip()[:80] if 0 < line <= len(lines) else ""
+        return f"第 {cell + 1} 个单元格第 {line} 行" + (f"：{code}" if code else "")
+
+
+_CELL_FRAME = re.compile(r'File "<cell (\d+)>", line (\d+)')
+_BRACKETED = re.compile(r"\[[^\[\]]*\]|\([^()]*\)|\{[^{}]*\}")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b", re.IGNORECASE)
+SCRUBBED_LENGTH = 120
+
+
+def scrubbed(message: str) -> str:
+    """An exception message safe to show: every bracketed sequence and every number replaced by "…" (they may be
+    the hidden inputs), at most SCRUBBED_LENGTH characters."""
+    text = str(message).replace("\n", " ")
+    while True:  # innermost brackets first, until none is left
+        text, count = _BRACKETED.subn("…", text)
+        if not count:
+            break
+    text = _NUMBER.sub("…", text)
+    text = re.sub(r"…(?:[\s,;:…]*…)+", "…", text)
+    return text if len(text) <= SCRUBBED_LENGTH else text[:SCRUBBED_LENGTH - 1] + "…"
 
 
 def describe_value(value) -> str:
-    if isinstance(value, Unsupported):
+    if isinstance(value, (Unsupported, OddValue)):
         return value.type_name
     return type(value).__name__

@@ -83,6 +83,8 @@ def parse_notebook(data: bytes):
         raise UnreadableNotebook("笔记本文件不是 UTF-8 编码，可能已损坏；请用 Jupyter 重新保存后提交") from None
     try:
         raw = json.loads(text)
+    except RecursionError:
+        raise UnreadableNotebook("笔记本文件的 JSON 嵌套太深，可能已损坏；请用 Jupyter 重新保存后提交") from None
     except ValueError as exc:
         raise UnreadableNotebook(f"笔记本文件不是有效的 JSON，可能已损坏（{str(exc)[:80]}）；请用 Jupyter 重新保存后提交") from None
     if not isinstance(raw, dict) or "nbformat" not in raw:
@@ -91,7 +93,7 @@ def parse_notebook(data: bytes):
         if isinstance(cell, dict) and "outputs" in cell:
             cell["outputs"] = []  # saved outputs are never looked at
     try:
-        nb = nbformat.reads(json.dumps(raw), as_version=4)
+        nb = nbformat.reads(json.dumps(raw, ensure_ascii=True), as_version=4)
     except Exception as exc:  # nbformat raises many kinds on a foreign or broken notebook
         raise UnreadableNotebook(f"无法读取这个笔记本（{type(exc).__name__}）；请用 Jupyter 重新保存后提交") from None
     if not isinstance(nb.get("cells"), list):

@@ -542,6 +542,27 @@ def _assignment_summary(aid: str, results: list[SubmissionResult], roster: list[
     }
 
 
+@dataclass
+class CheckBug:
+    assignment_id: str
+    check: str
+    count: int  # submissions it cost points
+    crash: str  # the last lines of what it raised
+
+
+def check_bugs(results: list[SubmissionResult]) -> list[CheckBug]:
+    """Checks that raised on a student's values and on the reference's too: bugs of ours, for the instructor."""
+    found: dict[tuple[str, str], CheckBug] = {}
+    for r in results:
+        for p in r.parts:
+            for c in p.checks:
+                if c.check_bug:
+                    bug = found.setdefault((r.assignment_id, c.name), CheckBug(
+                        r.assignment_id, c.name, 0, "\n".join((c.crash or "").strip().splitlines()[-3:])))
+                    bug.count += 1
+    return sorted(found.values(), key=lambda b: (assignment_order(b.assignment_id), b.check))
+
+
 # The terminal's summary table and the page's overview use these words for the same numbers: "best" is the best
 # score achieved, "out of" the assignment's maximum (grading_run.RunSummary.print).
 SUMMARY_COLUMNS = ("assignment", "submitted", "mean", "median", "best", "out of", "errors")
@@ -656,6 +677,7 @@ def render_summary(results: list[SubmissionResult], roster: list[str] | None = N
     tiers = sorted({r.tier for r in results if r.tier})
     versions = sorted({r.grader_version for r in results if r.grader_version})
     return _env.get_template("summary.html.j2").render(
+        check_bugs=check_bugs(results),
         assignments=assignments, total=len(results), students=len({r.student_id for r in results}),
         roster_size=len(roster) if roster else None, borrowed_total=sum(not b.weak for b in borrowed),
         tiers=[(t, PROTECTS.get(t, "")) for t in tiers], versions=versions or [__version__],

@@ -18,6 +18,8 @@ class CheckResult:
     details: dict = field(default_factory=dict)  # shapes, dtypes, max abs error, tolerance; never inputs or expected values
     diagnosis: str | None = None  # the catalogued mistake the output matches, if any
     seconds: float = 0.0
+    crash: str | None = None  # the check raised on this submission's values: what (for the instructor)
+    check_bug: bool = False  # ... and raised on the reference's output too: a bug of the check, not the student's
 
 
 @dataclass
@@ -54,6 +56,7 @@ class Flag:
 FLAG_IDENTITY = "identity"  # the operating system says someone else wrote it
 FLAG_TIME = "time"  # the student-written timestamp.txt disagrees with when the exchange saw it land
 FLAG_UNVERIFIED = "unverified"  # an exchange is configured but the submission's inbound folder is not there
+FLAG_ID = "id"  # the student id found for it was not printable UTF-8: graded under an escaped id
 FLAG_UNMAPPED = "unmapped"  # an LMS id not mapped to nbgrader's roster: graded under the LMS id, kept out of grades.csv
 FLAG_WRONG_ASSIGNMENT = "wrong_assignment"  # the notebook's grade cells are another assignment's
 
@@ -100,6 +103,7 @@ class SubmissionResult:
     hand_answers: dict = field(default_factory=dict)  # the typed hand-computation answers, as plain numbers
     written_answers: dict = field(default_factory=dict)  # grade_id -> the student's written (markdown) answer
     handin: HandIn | None = None  # set by the grading run (autograder.handin), not by the engine
+    infrastructure_error: bool = False  # not graded for a reason of ours (a worker died): never kept in the cache
 
     @property
     def penalty(self) -> float:

@@ -3,8 +3,9 @@ warm sandbox parent. The executors (autograder.executors) start these, locally o
 
 Local: `python -m autograder.worker JOBS_FD RESULTS_FD`. The first line on JOBS_FD is the run's
 settings ({"options": ..., "assignment_ids": [...]}), each further line one job ({"i", "notebook",
-"assignment_id", "student_id"}); end of file ends the batch. Each result goes back on RESULTS_FD as
-one JSON line ({"i", "result"}), and at the end {"op": "done", ...usage}. The worker's stdout stays
+"assignment_id", "student_id"}); end of file ends the batch. When the worker starts a job it says so
+({"op": "started", "i"}); each result goes back on RESULTS_FD as one JSON line ({"i", "result"}), and
+at the end {"op": "done", ...usage}. The worker's stdout stays
 free for whatever pytest or a check prints.
 """
 
@@ -51,8 +52,9 @@ def serve(jobs_fd: int, results_fd: int) -> int:
     lock = threading.Lock()
 
     def send(message: dict) -> None:
+        # ASCII JSON: any text a submission left in its result (a lone surrogate) still encodes
         with lock:
-            results.write(json.dumps(message, ensure_ascii=False) + "\n")
+            results.write(json.dumps(message, ensure_ascii=True) + "\n")
             results.flush()
 
     settings = json.loads(jobs.readline())
@@ -65,6 +67,7 @@ def serve(jobs_fd: int, results_fd: int) -> int:
                 return
             job = json.loads(line)
             indices.append(job["i"])
+            send({"op": "started", "i": job["i"]})  # if this process dies now, this job is the one to blame
             yield Submission(Path(job["notebook"]), job["assignment_id"], job["student_id"])
 
     def on_result(result: SubmissionResult) -> None:

@@ -151,3 +151,23 @@ def mla_absorbed_forward(mla, x, mask=None):
     out = torch.einsum("bhsl,hdl->bhsd", context_latent, w_v)        # W_v_up applied after the sum
     return mla.W_o(out.transpose(1, 2).reshape(B, S, D))
     ### END SOLUTION
+
+
+def mla_absorbed_latents(mla, x, mask=None):
+    """挑战题：吸收矩阵后，注意力在 latent 空间里的两个中间量，只有不构造 K、V 的算法才会算出它们。
+
+    返回 (q_latent, context_latent)，形状都是 [B, H, S, d_latent]：
+    q_latent[:, h] = q_h · W_k_up,h（W_k_up 吸收进查询），
+    context_latent[:, h] = softmax(q_latent[:, h] · c_kvᵀ / sqrt(d_head) + mask) · c_kv（在 latent 空间里加权求和）。
+    """
+    ### BEGIN SOLUTION
+    batch, seq_len, _ = x.shape
+    heads = mla.num_heads
+    latent = mla.W_kv_down(x).unsqueeze(1)                          # [B, 1, S, d_latent]: one latent for all heads
+    queries = mla.W_q(x).view(batch, seq_len, heads, -1).transpose(1, 2)   # [B, H, S, d_head]
+    q_latent = queries @ mla.W_k_up.weight.view(heads, mla.d_head, -1)     # [B, H, S, d_latent]
+    logits = q_latent @ latent.transpose(-2, -1) / math.sqrt(mla.d_head)
+    if mask is not None:
+        logits = logits + mask
+    return q_latent, torch.softmax(logits, dim=-1) @ latent
+    ### END SOLUTION

@@ -19,6 +19,7 @@ from _pytest.reports import TestReport
 from _pytest.runner import runtestprotocol
 
 from autograder.probes import CheckFailed, StudentCode
+from autograder.validate import safe_text, safe_tree
 
 CHECKS_DIR = Path(__file__).parent
 
@@ -43,6 +44,10 @@ class CheckOutcome:
     details: dict
     diagnosis: str | None
     seconds: float
+    crash: str | None = None  # the check raised (not CheckFailed): what it raised, for the instructor
+
+
+CHECK_CRASHED = "这一项检查无法完成：评分程序在检查你的结果时出错（{kind}），这一项记为未通过"
 
 
 @dataclass
@@ -141,12 +146,14 @@ class GradingPlugin:
             self.error = exc
         return True
 
-    def run_checks(self, context: CheckContext) -> list[CheckOutcome]:
+    def run_checks(self, context: CheckContext, names: set[str] | None = None) -> list[CheckOutcome]:
+        """The checks of the context's assignment (only `names`, if given) on the context's student."""
         self.context = context
         outcomes = []
         try:
             for item, spec in zip(self.items.get(context.assignment_id, []), self.specs.get(context.assignment_id, [])):
-                outcomes.append(self._run_item(item, spec))
+                if names is None or spec.name in names:
+                    outcomes.append(self._run_item(item, spec))
         finally:
             self.context = None
         return outcomes
@@ -163,13 +170,25 @@ class GradingPlugin:
         if isinstance(failure, CheckFailed):
             catalogue = self.variants.get(Path(item.fspath).stem.removeprefix("test_"), {})
             if failure.diagnosis is not None and failure.diagnosis not in catalogue:
-                raise CheckConfigError(f"check {item.nodeid} named {failure.diagnosis!r}, which is not in VARIANTS")
-            return CheckOutcome(spec, False, failure.message, failure.details, failure.diagnosis, seconds)
+                return self._crashed(spec, seconds, CheckConfigError(
+                    f"check {item.nodeid} named {failure.diagnosis!r}, which is not in VARIANTS"))
+            return CheckOutcome(spec, False, safe_text(failure.message, 2000), safe_tree(failure.details),
+                                failure.diagnosis, seconds)
         if isinstance(failure, AssertionError):  # a plain assert in a check: its message is for the student
-            return CheckOutcome(spec, False, str(failure).split("\n")[0][:300] or "未通过", {}, None, seconds)
-        # anything else is a bug in the check itself, not the student's fault
-        text = "".join(traceback.format_exception(failure)) if failure is not None else ""
-        raise CheckConfigError(f"check {item.nodeid} crashed: {text[-3000:]}")
+            return CheckOutcome(spec, False, safe_text(failure, 300).split("\n")[0] or "未通过", {}, None, seconds)
+        # anything else: the check could not finish on this submission's values (the engine asks the reference
+        # whether it is the check's own bug)
+        return self._crashed(spec, seconds, failure)
+
+    @staticmethod
+    def _crashed(spec: CheckSpec, seconds: float, failure: BaseException | None) -> CheckOutcome:
+        kind = type(failure).__name__ if failure is not None else "unknown"
+        try:
+            text = "".join(traceback.format_exception(failure)) if failure is not None else "no exception recorded"
+        except Exception:  # an exception whose text cannot be formatted
+            text = kind
+        return CheckOutcome(spec, False, CHECK_CRASHED.format(kind=kind), {}, None, seconds,
+                            crash=safe_text(text)[-3000:])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item, call):

@@ -1,5 +1,6 @@
 """Checks of the mla assignment: the MultiHeadLatentAttention module, mla_cache_bytes, the MHA / GQA / MLA
-comparison in the student's own numbers, and the bonus absorbed forward.
+comparison in the student's own numbers, and the bonus absorbed forward (graded on what the absorbed path
+computes and a path that builds K and V does not: the latent queries and the latent context).
 
 Inputs: batch >= 2 with different rows; random weights N(0, 1/fan_in) by the pinned names, so that the
 attention is far from uniform; d_model = 48, num_heads = 4 (d_head = 12, sqrt(d_model) ~ 6.9 != d_head);
@@ -29,6 +30,7 @@ from autograder.checks import (F32_ATTN, F64, CheckFailed, causal_mask, check, e
                                expect_module_matches, expect_true, expect_weights_loaded, module_arg, run_reference,
                                same_values)
 from autograder.diagnosis import Variant, catalogue, named
+from autograder.probes import describe_value
 from solutions import mla as ref
 from solutions.student_params import student_answers, student_params
 
@@ -87,9 +89,6 @@ VARIANTS = catalogue(
                                     "(h+1)·d_head 行，直接 view 成 [H, d_head, d_latent]"),
     Variant("absorbed_scale_d_latent", "结果与「吸收后的分数除以 √d_latent」一致：吸收 W_k_up 不改变分数的值，"
                                        "它仍是每个头 d_head 维的 q·k，缩放仍是 1/√d_head"),
-    Variant("absorbed_materialises_kv", "调用 W_k_up / W_v_up（包括直接调用 mla(x)）就构造了完整的 K 或 V："
-                                        "挑战题要求只用它们的 .weight，把 W_k_up 吸收进查询、"
-                                        "把 W_v_up 放到对 c_kv 加权求和之后"),
     # byte counts (mla_cache_bytes and the hand answers)
     Variant("latent_for_k_and_v", "结果与「latent 按 K、V 各算了一份（多乘了 2）」一致：一个 c_kv 同时服务 K 和 V，"
                                   "每个 token 只缓存一份"),
@@ -593,16 +592,10 @@ def expect_absorbed(student, weights64, x64, mask):
     expect_loaded(student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64))
     with torch.no_grad():
         expected, _ = reference_module(weights64)(x64, mask)
-    # materialising K or V (calling W_k_up / W_v_up, e.g. through mla.forward) is what the bonus must avoid
-    mla = module_arg(CLASS, D_MODEL, NUM_HEADS, D_LATENT, state_dict=weights64, dtype=torch.float64,
-                     forbid_calls=("W_k_up", "W_v_up"))
+    mla = module_arg(CLASS, D_MODEL, NUM_HEADS, D_LATENT, state_dict=weights64, dtype=torch.float64)
 
     def absorbed(x):
-        try:
-            return student.call("mla_absorbed_forward", *((mla, x) if mask is None else (mla, x, mask)))
-        except CheckFailed as failure:
-            name = "absorbed_materialises_kv" if "forbidden_call" in failure.details else None
-            raise named(failure, VARIANTS.get(name)) from None
+        return student.call("mla_absorbed_forward", *((mla, x) if mask is None else (mla, x, mask)))
 
     actual = absorbed(x64)
     try:
@@ -616,13 +609,41 @@ def expect_absorbed(student, weights64, x64, mask):
         raise failure from None
 
 
+def absorbed_latents(student, weights64, x64, mask):
+    """(q_latent, context_latent) from the student's mla_absorbed_latents, and the reference's for the same inputs.
+
+    These are what the absorbed path computes and a path that builds K and V does not: the bonus is graded on
+    them (a rule such as "never call W_k_up" cannot be observed from outside the student's process)."""
+    mla = module_arg(CLASS, D_MODEL, NUM_HEADS, D_LATENT, state_dict=weights64, dtype=torch.float64)
+    result = student.call("mla_absorbed_latents", *((mla, x64) if mask is None else (mla, x64, mask)))
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise CheckFailed("mla_absorbed_latents 应该返回两个张量 (q_latent, context_latent)，你的返回 "
+                          f"{describe_value(result)}", {"type": describe_value(result)})
+    with torch.no_grad():
+        expected = ref.mla_absorbed_latents(reference_module(weights64), x64, mask)
+    return tuple(result), expected
+
+
 @check("mla_bonus", points=1)
+def test_absorbed_latent_queries_float64(student, weights64, x64):
+    """mla_absorbed_latents 返回的 q_latent（吸收了 W_k_up 的查询，[B, H, S, d_latent]）与参考一致（float64）"""
+    expect_loaded(student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64))
+    (q_latent, _), (expected, _) = absorbed_latents(student, weights64, x64, None)
+    expect_close(q_latent, expected, F64, "q_latent")
+
+
+@check("mla_bonus", points=0.5)
 def test_absorbed_causal_float64(student, weights64, x64):
-    """mla_absorbed_forward(mla, x, mask) 在因果掩码下与参考的 MLA 输出 out 一致（float64）"""
-    expect_absorbed(student, weights64, x64, causal_mask(SEQ, torch.float64))
+    """因果掩码下，mla_absorbed_forward(mla, x, mask) 的输出与参考的 out 一致，mla_absorbed_latents 的 context_latent 也一致（float64）"""
+    mask = causal_mask(SEQ, torch.float64)
+    expect_absorbed(student, weights64, x64, mask)
+    (_, context), (_, expected) = absorbed_latents(student, weights64, x64, mask)
+    expect_close(context, expected, F64, "context_latent")
 
 
-@check("mla_bonus", points=1)
+@check("mla_bonus", points=0.5)
 def test_absorbed_no_mask_float64(student, weights64, x64):
-    """mla_absorbed_forward(mla, x) 不传掩码（默认 mask=None）时与参考的 MLA 输出 out 一致（float64）"""
+    """不传掩码（默认 mask=None）时，mla_absorbed_forward 的输出与参考的 out 一致，context_latent 也一致（float64）"""
     expect_absorbed(student, weights64, x64, None)
+    (_, context), (_, expected) = absorbed_latents(student, weights64, x64, None)
+    expect_close(context, expected, F64, "context_latent")

@@ -7,8 +7,8 @@ non-default eps (1e-3) for the function and for the module's constructor.
 When a check fails, the same inputs and weights go through the catalogued variants (VARIANTS, computed
 here from the formulas in float64); a match names the mistake. The hand answers are compared with the
 slips of `solutions.rmsnorm.hand_slips`. Module mistakes in the parameters (an extra beta, gamma under
-another name, gamma not a Parameter, gamma not initialised to ones) are named from the state dict's keys
-and values. When nothing matches, the message localises the fault with a property of the output (is it
+another name, gamma not a Parameter) are named from the state dict's keys; gamma not initialised to ones
+from behaviour (a fresh module's output against gamma = ones), never from the values the module reports. When nothing matches, the message localises the fault with a property of the output (is it
 x·gamma times one factor per token? does changing one token change the others?).
 """
 
@@ -334,18 +334,30 @@ def test_function_single_vector(student, rng):
 
 
 @check("rmsnorm_module", points=1)
-def test_module_parameters(student):
+def test_module_parameters(student, rng):
     """RMSNorm(d_model) 只有一个参数 gamma，形状 [d_model]，初始化为全 1"""
-    run = student.module("RMSNorm", (24,), return_state=True)
+    run = student.module("RMSNorm", (24,))
     try:
         expect_true(run.param_shapes == {"gamma": [24]},
                     f"RMSNorm(24) 的参数应该只有 gamma（形状 [24]），你的是 {run.param_shapes}",
                     {"param_shapes": run.param_shapes})
     except CheckFailed as failure:
         raise named(failure, parameter_variant(run.param_shapes, 24)) from None
-    gamma = run.state["gamma"]
-    if not bool(torch.all(gamma == 1)):
-        raise named(CheckFailed("RMSNorm(24) 刚构造出来时 gamma 不是全 1"), VARIANTS["gamma_init_not_ones"])
+    # the initial gamma is judged by behaviour, never by the module's own state_dict() (which it can forge): a fresh
+    # module's output is the reference's with gamma = ones, or (where the forward itself is wrong, which other checks
+    # grade) the same module's output once ones are loaded into gamma
+    x = torch.randn(3, 5, 24, generator=rng)
+    fresh = student.module("RMSNorm", (24,), method="forward", args=(x,)).outputs
+    with torch.no_grad():
+        expected = ref.RMSNorm(24)(x)
+    if isinstance(fresh, torch.Tensor) and same_values(fresh, expected, F32):
+        return
+    ones = student.module("RMSNorm", (24,), state_dict={"gamma": torch.ones(24)}, method="forward", args=(x,)).outputs
+    if isinstance(fresh, torch.Tensor) and isinstance(ones, torch.Tensor) and same_values(fresh, ones, F32) \
+            and torch.isfinite(fresh).all():
+        return
+    raise named(CheckFailed("RMSNorm(24) 刚构造出来时的输出与 gamma 为全 1 时不同：gamma 的初始值不是全 1"),
+                VARIANTS["gamma_init_not_ones"])
 
 
 @check("rmsnorm_module", points=1.5)

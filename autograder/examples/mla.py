@@ -62,7 +62,7 @@ MISTAKES = [
     mistake(
         "bias_true", "W_q built with bias=True: an extra parameter the pinned weights do not have",
         [("self.W_q = nn.Linear(d_model, d_model, bias=False)", "self.W_q = nn.Linear(d_model, d_model, bias=True)")],
-        {"test_module_parameters"} | MODULE_OUT | BONUS_ALL,
+        {"test_module_parameters"} | MODULE_OUT | BONUS_ALL | {"test_absorbed_latent_queries_float64"},
         diagnosis="linear_bias",
     ),
     mistake(
@@ -123,10 +123,23 @@ MISTAKES = [
         diagnosis="mask_ignored",
     ),
     mistake(
-        "absorbed_calls_forward", "the bonus just calls the module's forward, which materialises K and V",
-        [("H, d_head = mla.num_heads, mla.d_head", "return mla(x, mask)[0]")],
-        {"test_absorbed_causal_float64", "test_absorbed_no_mask_float64"},
-        diagnosis="absorbed_materialises_kv",
+        "absorbed_calls_forward", "the bonus just calls the module's forward (which builds K and V) and leaves "
+        "mla_absorbed_latents unanswered: right outputs, none of the absorbed path's latents",
+        [("H, d_head = mla.num_heads, mla.d_head", "return mla(x, mask)[0]"),
+         ("    batch, seq_len, _ = x.shape\n    heads = mla.num_heads", "    raise NotImplementedError()")],
+        BONUS_ALL | {"test_absorbed_latent_queries_float64"},
+    ),
+    mistake(
+        "latents_queries_not_absorbed", "mla_absorbed_latents returns the plain queries q (d_head wide), not "
+        "q·W_k_up (d_latent wide)",
+        [("    return q_latent, torch.softmax(logits, dim=-1) @ latent",
+          "    return queries, torch.softmax(logits, dim=-1) @ latent")],
+        {"test_absorbed_latent_queries_float64"},
+    ),
+    mistake(
+        "latents_mask_ignored", "mla_absorbed_latents never applies the mask to the latent scores",
+        [("        logits = logits + mask\n", "        pass\n")],
+        {"test_absorbed_causal_float64"},
     ),
     # --- the attention ---------------------------------------------------------------------------------
     mistake(
@@ -186,7 +199,7 @@ MISTAKES = [
           "self.W_k = nn.Linear(d_model, d_model, bias=False)\n"
           "        self.W_v = nn.Linear(d_model, d_model, bias=False)\n"
           "        self.W_o = nn.Linear(d_model, d_model, bias=False)")],
-        {"test_module_parameters"} | MODULE_OUT | BONUS_ALL,
+        {"test_module_parameters"} | MODULE_OUT | BONUS_ALL | {"test_absorbed_latent_queries_float64"},
         diagnosis="kept_w_k_w_v",
     ),
     # --- byte counts -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ class Limits:
 
     cell_timeout: float = 30.0  # seconds of wall clock per notebook cell
     probe_timeout: float = 30.0  # seconds per probe (a call, a module forward/backward)
+    submission_timeout: float = 300.0  # seconds of wall clock for the whole submission: cells, restarts, replays, probes
     startup_timeout: float = 60.0  # starting Python and importing torch
     grace: float = 3.0  # beyond a budget, before the process is killed from outside
     memory_bytes: int = 4 * 1024**3  # RLIMIT_AS

@@ -16,9 +16,11 @@ import time
 from dataclasses import dataclass, field
 
 from autograder.sandbox import tiers, uids, wire
+from autograder.sandbox.reply import Reply, ReplyError, check_reply, decode_values, parse_json_header  # noqa: F401
 from autograder.sandbox.limits import Limits  # noqa: F401 (part of this module's interface)
 from autograder.sandbox.environment import SandboxEnvironment
 from autograder.sandbox.zygote import BASE_ENV, Zygote, ZygoteError
+from autograder.validate import safe_text
 
 
 class SandboxError(Exception):
@@ -37,15 +39,6 @@ class SandboxTimeout(SandboxError):
 
 class SandboxProtocolError(SandboxError):
     kind = "protocol"
-
-
-@dataclass
-class Reply:
-    ok: bool
-    result: object = None
-    error: dict | None = None
-    output: str = ""
-    seconds: float = 0.0
 
 
 @dataclass
@@ -106,8 +99,8 @@ class Sandbox:
         os.set_blocking(self._requests, False)
         header, _ = self._read(time.monotonic() + self.limits.startup_timeout)
         if header.get("op") == "failed":
-            error = header.get("error") or {}
-            self._failure = f"{error.get('type')}: {error.get('message')}"
+            error = header.get("error") if isinstance(header.get("error"), dict) else {}
+            self._failure = safe_text(f"{error.get('type')}: {error.get('message')}", 500)
             raise SandboxProtocolError(f"the sandbox could not confine itself ({self._failure})")
         if header.get("op") != "ready":
             raise SandboxProtocolError("the sandbox did not start properly")
@@ -163,11 +156,10 @@ class Sandbox:
         deadline = time.monotonic() + timeout + self.limits.grace
         self._write(header, values, deadline)
         reply, reply_values = self._read(deadline)
-        if reply.get("id") != self._next_id:
-            raise SandboxProtocolError("the reply does not answer the request")
-        result = reply_values.get("result") if isinstance(reply_values, dict) else None
-        return Reply(ok=bool(reply.get("ok")), result=result, error=reply.get("error"),
-                     output=str(reply.get("output", ""))[:20000], seconds=float(reply.get("seconds", 0.0)))
+        try:
+            return check_reply(reply, reply_values, self._next_id)
+        except ReplyError as exc:
+            raise SandboxProtocolError(str(exc)) from None
 
     def _write(self, header, values, deadline):
         buffers: list[bytes] = []
@@ -192,10 +184,10 @@ class Sandbox:
         if length > wire.MAX_HEADER_BYTES:
             raise SandboxProtocolError(f"reply header of {length} bytes")
         try:
-            header, sizes = wire.parse_header(self._read_exact(length, deadline), self.limits.max_reply_bytes)
+            header, sizes = parse_json_header(self._read_exact(length, deadline), self.limits.max_reply_bytes)
             buffers = [self._read_exact(n, deadline) for n in sizes]
-            values = wire.decode(header["values"], buffers, self.limits.max_elements) if "values" in header else None
-        except wire.WireError as exc:
+            values = decode_values(header, buffers, self.limits.max_elements)
+        except ReplyError as exc:
             raise SandboxProtocolError(str(exc)) from None
         return header, values
 

@@ -39,10 +39,6 @@ class NotDefined(Exception):
     pass
 
 
-class ForbiddenCall(Exception):
-    """The student's code called a submodule the probe said it must not call (e.g. to materialise K)."""
-
-
 class ShapeMismatch(Exception):
     """An output the grader wants a gradient for does not have the shape the gradient has."""
 
@@ -148,6 +144,51 @@ def apply_landlock(read_paths, write_paths):
     return abi
 
 
+# --- seccomp: no Unix-domain sockets (the landlock tier) ------------------------------------------
+#
+# Landlock (up to the ABI this kernel has) does not mediate connect() on a pathname Unix socket, and a
+# network namespace does not cover pathname sockets: a filter refuses socket(AF_UNIX, ...) instead.
+# socketpair() stays allowed (it reaches nothing outside). Foreign-ABI system calls (i386 on x86_64, x32)
+# are refused as a whole: nothing in the sandbox uses them, and they would bypass the numbers checked here.
+
+_SECCOMP_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # AUDIT_ARCH_*, __NR_socket
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_RET_ALLOW, _RET_EACCES, _RET_EPERM = 0x7FFF0000, 0x00050000 | 13, 0x00050000 | 1
+_LD_ABS_W, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+
+
+def apply_seccomp_no_unix_sockets():
+    """Refuse socket(AF_UNIX, ...) with EACCES from now on, in this process and every child (no_new_privs is set)."""
+    machine = os.uname().machine
+    if machine not in _SECCOMP_ARCH:
+        raise OSError(0, f"no seccomp filter for {machine}")
+    arch, socket_nr = _SECCOMP_ARCH[machine]
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+    program = [
+        (_LD_ABS_W, 0, 0, 4),  # 0: A = seccomp_data.arch
+        (_JEQ_K, 1, 0, arch),  # 1: our ABI -> 3
+        (_RET_K, 0, 0, _RET_EPERM),  # 2: any foreign-ABI system call: refused
+        (_LD_ABS_W, 0, 0, 0),  # 3: A = seccomp_data.nr
+        (_JGE_K, 4, 0, 0x40000000),  # 4: x32 numbers -> 9 (refused)
+        (_JEQ_K, 0, 2, socket_nr),  # 5: socket() -> 6, anything else -> 8
+        (_LD_ABS_W, 0, 0, 16),  # 6: A = low 32 bits of args[0], the address family
+        (_JEQ_K, 1, 0, 1),  # 7: AF_UNIX -> 9
+        (_RET_K, 0, 0, _RET_ALLOW),  # 8
+        (_RET_K, 0, 0, _RET_EACCES),  # 9
+    ]
+    filters = (SockFilter * len(program))(*[SockFilter(*op) for op in program])
+    prog = SockFprog(len(program), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    _libc_call(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "setting no_new_privs")
+    _libc_call(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "installing seccomp")
+
+
 # --- the notebook and the probes ------------------------------------------------------------------
 
 
@@ -190,18 +231,10 @@ class Runner:
             if load["error"] or load["missing"] or load["unexpected"]:
                 raise ValueError(load["error"] or f"{spec['class']}: the weights do not fit its parameters "
                                  f"(its own but not given: {load['missing']}; given but not its own: {load['unexpected']})")
-            for name in spec.get("forbid_calls", []):
-                getattr(module, name).register_forward_hook(self._forbid(name))
             return module
         if isinstance(value, dict) and "$probe_net" in value:
             return self.probe_net(**value["$probe_net"])
         return value
-
-    @staticmethod
-    def _forbid(name):
-        def hook(module, inputs, output):
-            raise ForbiddenCall(name)
-        return hook
 
     def build_module(self, class_name, init_args, init_kwargs, dtype, state_dict):
         cls = self.lookup(class_name)
@@ -305,7 +338,7 @@ def serve(torch, wire, fd_in, fd_out, config, landlock_abi):
             result = handlers[op](header, values or {})
             reply["ok"] = True
             reply_values = {"result": result}
-        except (NotDefined, ForbiddenCall, ShapeMismatch) as exc:
+        except (NotDefined, ShapeMismatch) as exc:
             reply.update(ok=False, error={"type": type(exc).__name__, "message": str(exc), "traceback": ""})
         except Timeout:
             reply.update(ok=False, error={"type": "Timeout", "message": "", "traceback": ""})
@@ -437,6 +470,8 @@ def _child(torch, wire, spec, fd_in, fd_out, report_fd):
         abi = None
         if spec.get("landlock"):
             abi = apply_landlock(spec["landlock"]["read"], spec["landlock"]["write"])
+        if spec.get("no_unix_sockets"):
+            apply_seccomp_no_unix_sockets()
         os.chdir(spec["workdir"])
         os.environ.clear()
         os.environ.update(spec.get("env", {}))

@@ -13,7 +13,8 @@ wall-clock timeout kept by the grader.
   the only writable place, its own /dev/shm and /proc), PID (killed as a whole), network (not even
   loopback is up), IPC and UTS namespaces. As root, bubblewrap needs no user namespace.
 - landlock: Landlock limits reads to /usr, the environment and the runner and writes to a scratch
-  folder, forbids TCP (ABI >= 4) and signals out of the domain (ABI >= 6); as root also its own PID,
+  folder, forbids TCP (ABI >= 4) and signals out of the domain (ABI >= 6); a seccomp filter refuses
+  socket(AF_UNIX) (Landlock does not mediate connect() on a pathname socket); as root also its own PID,
   network, IPC and UTS namespaces.
 - rlimits: rlimits and a wall-clock timeout only. Must be asked for explicitly, and is named in
   every result and report.
@@ -31,8 +32,9 @@ TIERS = ("bubblewrap", "landlock", "rlimits")
 PROTECTS = {
     "bubblewrap": "file system (read-only /usr and runtime, private tmpfs), network, processes and signals "
                   "(own PID namespace, killed as a whole), other students (own uid), resources (rlimits)",
-    "landlock": "file system (Landlock: reads limited to the runtime, writes to scratch), TCP network, signals "
-                "out of the sandbox (Landlock ABI >= 6), other students (own uid when root), resources (rlimits)",
+    "landlock": "file system (Landlock: reads limited to the runtime, writes to scratch), TCP network, Unix-domain "
+                "sockets (seccomp refuses socket(AF_UNIX)), signals out of the sandbox (Landlock ABI >= 6), other "
+                "students (own uid when root), resources (rlimits)",
     "rlimits": "resources only (memory, CPU, file size, processes) and a wall-clock timeout, and as root other "
                "students' processes (a pool uid each): no file-system or network isolation",
 }
@@ -115,7 +117,8 @@ def child_spec(tier: str, spec: LaunchSpec, uid: int | None, scratch: str | None
                 "site": spec.site, "landlock": {
                     "read": ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/dev/null", "/dev/urandom", python_prefix,
                              spec.site, spec.runner_dir],
-                    "write": [scratch]}}
+                    "write": [scratch]},
+                "no_unix_sockets": True}  # Landlock does not fence connect() on a pathname socket: seccomp does
     if tier == "rlimits":
         return {"namespaces": [], "workdir": scratch, "uid": uid, "site": spec.site}
     raise SandboxUnavailable(f"unknown sandbox tier {tier!r}")

@@ -9,7 +9,8 @@ grade` (discovery, student ids). `CONCURRENT` is graded next to another student'
 
 Sources may name things of the test run, filled in by `fill()`: @@MARKER_DIR@@ (a folder outside
 every sandbox's view, which must stay empty), @@COURSE@@ (a course tree with a gradebook, another
-student's notebook and a secret), @@TCP_PORT@@ and @@UDP_PORT@@ (listeners the test runs on 127.0.0.1).
+student's notebook and a secret), @@TCP_PORT@@ and @@UDP_PORT@@ (listeners the test runs on 127.0.0.1),
+@@UNIX_PATHS@@ and @@FIFO_PATHS@@ (Unix sockets and FIFOs the test listens on under /tmp and /run).
 
 A case that a tier cannot contain is not run under it (`contained_by`). Destructive cases (fork bomb,
 kill(-1), signals, a daemon) are contained by a tier only where that tier fences processes: bubblewrap and
@@ -105,11 +106,14 @@ class Context:
     secret: str  # SECRET_PREFIX + token, planted in the course tree
     tcp_port: int = 0
     udp_port: int = 0
+    unix_paths: tuple = ()  # Unix stream and datagram sockets the test listens on, under /tmp and /run
+    fifo_paths: tuple = ()  # FIFOs the test reads, under /tmp and /run
 
 
 def fill(source: str, ctx: Context) -> str:
     for key, value in (("@@MARKER_DIR@@", ctx.marker_dir), ("@@COURSE@@", ctx.course), ("@@TCP_PORT@@", ctx.tcp_port),
-                       ("@@UDP_PORT@@", ctx.udp_port), ("@@REPO@@", REPO_ROOT)):
+                       ("@@UDP_PORT@@", ctx.udp_port), ("@@REPO@@", REPO_ROOT),
+                       ("@@UNIX_PATHS@@", repr(list(ctx.unix_paths))), ("@@FIFO_PATHS@@", repr(list(ctx.fifo_paths)))):
         source = source.replace(key, str(value))
     return source
 
@@ -273,6 +277,38 @@ for act in (lambda: os.killpg(os.getpgid(parent), signal.SIGKILL), lambda: os.ki
         except OSError:
             pass
 """
+
+UNIX_AND_FIFOS = """
+import os, socket
+for path in @@UNIX_PATHS@@:
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        try:
+            s = socket.socket(socket.AF_UNIX, kind)
+            s.settimeout(1)
+            if kind == socket.SOCK_STREAM:
+                s.connect(path)
+                s.sendall(b"HOSTILE-MARKER unix")
+            else:
+                s.sendto(b"HOSTILE-MARKER unix-dgram", path)
+            s.close()
+        except OSError:
+            pass
+for path in @@FIFO_PATHS@@:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, b"HOSTILE-MARKER fifo")
+        os.close(fd)
+    except OSError:
+        pass
+"""
+HUGE_HAND_ANSWER = "rms = 10**400\noutput = [float('inf'), -10**400]"
+SURROGATE_TEXT = ("print(chr(0xDCFF) * 3, 'x' + chr(0xD800))\n"
+                  "NOTE = chr(0xDC80)\n"
+                  "raise ValueError('bad ' + chr(0xDC80) + chr(0xDBFF))")
+GAMMA_LINE = "        self.gamma = nn.Parameter(torch.ones(d_model))"
+GAMMA_STATE_DICT_LIE = (GAMMA_LINE, GAMMA_LINE.replace("ones", "zeros") + (
+    "\n\n    def state_dict(self, *args, **kwargs):\n"
+    "        return {'gamma': torch.ones_like(self.gamma).detach()}\n"))
 
 LOOPBACK = """
 import socket
@@ -503,6 +539,16 @@ CASES = [
          cells=((-1, WRITE_INTO_THE_COURSE),), contained_by=ISOLATING),
     Case("loopback_listener", "connect (TCP) and send (UDP) to listeners of the test on 127.0.0.1",
          cells=((12, LOOPBACK),), contained_by=NETWORK_FENCED),
+    Case("unix_sockets_and_fifos", "connect and send to Unix sockets, write to FIFOs the test made under /tmp and /run",
+         cells=((12, UNIX_AND_FIFOS),), contained_by=ISOLATING),
+    # --- student data the grader must take as data (numbers, text), and what a module says about itself
+    Case("huge_hand_answer", "the hand answer rms = 10**400 (no float holds it), output with inf",
+         cells=((-1, HUGE_HAND_ANSWER),), expect=Expect(score="<=", message="无法比较的数",
+                                                         failing_parts=frozenset({"rmsnorm_hand"}))),
+    Case("lone_surrogates", "lone surrogates printed, kept in a variable and raised in an exception message",
+         cells=((-1, SURROGATE_TEXT),), expect=Expect(failed_cells=1, cell_errors=frozenset({"ValueError"}))),
+    Case("gamma_state_dict_lie", "gamma initialised to zeros, with a state_dict() that reports ones",
+         (GAMMA_STATE_DICT_LIE,), expect=Expect(score="<=", message="gamma 的初始值不是全 1"), alone=False),
     # --- forged replies on the sandbox's reply channel (found through /proc/self/fd)
     Case("forged_reply_pickle", "a pickle whose __reduce__ writes a file", forge("pickle"), ((12, FORGERY),),
          expect=PROBE_BROKEN),
@@ -613,3 +659,19 @@ def outcome_table() -> str:
 if __name__ == "__main__":
     print(f"{len(CASES)} cases in the batch corpus, 1 concurrent, {len(CLI_CASES)} through the CLI")
     print(outcome_table())
+
+
+# What each claim of the README's tier table ("protects against") rests on: the corpus cases that attack it.
+# tests/test_tier_table.py maps every claim of every row to these, and checks that the row's tier runs them.
+CLAIMS = {
+    "reading the course": ("steal_course_secrets", "read_the_reference_from_disk"),
+    "writing into the course": ("write_into_the_course",),
+    "the network": ("loopback_listener",),
+    "Unix sockets and FIFOs on the host": ("unix_sockets_and_fifos",),
+    "signals to other processes": ("kill_every_process", "signal_the_grader"),
+    "leftover processes": ("setsid_daemon",),
+    "fork bombs": ("fork_bomb",),
+    "filling the disk": ("disk_filler",),
+    "memory": ("allocate_50_gb",),
+    "time": ("endless_loop_cell", "endless_loop_ignoring_alarm", "sleep_forever_in_cell", "sleep_forever_in_probe"),
+}

@@ -3,8 +3,11 @@
 import fcntl
 import hashlib
 import os
+import secrets
+import select
 import socket
 import threading
+import time
 
 from autograder import REPO_ROOT
 from autograder.sandbox import uids
@@ -75,10 +78,34 @@ def leftover_pool_processes() -> dict[int, list[int]]:
 
 
 class Listeners:
-    """A TCP and a UDP listener on 127.0.0.1 that record whatever reaches them."""
+    """A TCP and a UDP listener on 127.0.0.1, Unix stream and datagram sockets and FIFOs under /tmp and /run
+    (world-writable, so that nothing but the sandbox stops a pool uid), that record whatever reaches them."""
 
     def __enter__(self):
         self.received = []
+        self._paths = []
+        self._unix, self._fifos = [], []
+        token = secrets.token_hex(4)
+        for folder in ("/tmp", "/run"):
+            if not os.access(folder, os.W_OK):
+                continue
+            for kind, name in ((socket.SOCK_STREAM, "stream"), (socket.SOCK_DGRAM, "dgram")):
+                path = os.path.join(folder, f"autograde-test-{token}-{name}.sock")
+                sock = socket.socket(socket.AF_UNIX, kind)
+                sock.bind(path)
+                os.chmod(path, 0o777)
+                if kind == socket.SOCK_STREAM:
+                    sock.listen(8)
+                sock.settimeout(0.2)
+                self._unix.append((kind, sock))
+                self._paths.append(path)
+            fifo = os.path.join(folder, f"autograde-test-{token}.fifo")
+            os.mkfifo(fifo, 0o666)
+            os.chmod(fifo, 0o666)
+            self._fifos.append((fifo, os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)))
+            self._paths.append(fifo)
+        self.unix_paths = tuple(p for p in self._paths if p.endswith(".sock"))
+        self.fifo_paths = tuple(f for f, _ in self._fifos)
         self.tcp = socket.socket()
         self.tcp.bind(("127.0.0.1", 0))
         self.tcp.listen(8)
@@ -89,7 +116,8 @@ class Listeners:
         self.tcp_port, self.udp_port = self.tcp.getsockname()[1], self.udp.getsockname()[1]
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._accept, daemon=True),
-                         threading.Thread(target=self._receive, daemon=True)]
+                         threading.Thread(target=self._receive, daemon=True),
+                         threading.Thread(target=self._local, daemon=True)]
         for t in self._threads:
             t.start()
         return self
@@ -108,6 +136,33 @@ class Listeners:
             self.received.append(("tcp", peer, data))
             conn.close()
 
+    def _local(self):
+        """Whatever reaches the Unix sockets and the FIFOs."""
+        while not self._stop.is_set():
+            ready, _, _ = select.select([sock for _, sock in self._unix] + [fd for _, fd in self._fifos], [], [], 0.2)
+            for item in ready:
+                if isinstance(item, int):
+                    try:
+                        data = os.read(item, 1024)
+                    except OSError:
+                        data = b""
+                    if data:
+                        self.received.append(("fifo", None, data))
+                    continue
+                kind = next(k for k, sock in self._unix if sock is item)
+                try:
+                    if kind == socket.SOCK_STREAM:
+                        conn, _ = item.accept()
+                        conn.settimeout(1)
+                        data = conn.recv(1024)
+                        conn.close()
+                    else:
+                        data = item.recv(1024)
+                except OSError:
+                    data = b""
+                self.received.append(("unix", None, data))
+            time.sleep(0.01)
+
     def _receive(self):
         while not self._stop.is_set():
             try:
@@ -122,6 +177,15 @@ class Listeners:
             t.join()
         self.tcp.close()
         self.udp.close()
+        for _, sock in self._unix:
+            sock.close()
+        for _, fd in self._fifos:
+            os.close(fd)
+        for path in self._paths:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def machine_tiers() -> list[str]:

@@ -1,0 +1,151 @@
+"""Where student-derived data enters the grader: text, numbers, nested values and ids, made safe to use.
+
+Everything that comes out of a submission (its file names, its cells, its replies, the numbers its code
+returns, the text of its exceptions) passes through here before anything stores, renders, compares or
+sends it on. Nothing here raises on odd data: odd data becomes plain, typed data.
+
+    safe_text("\\udc80 bad")           -> "? bad"   (encodable as UTF-8, always)
+    plain_value(10**400)               -> InvalidNumber  (a number no float holds exactly)
+    student_id_from_name("bad\\udcff")  -> ("bad%FF", True)  (an escaped id, to be flagged)
+"""
+
+import math
+import unicodedata
+from dataclasses import fields, is_dataclass
+
+MAX_EXACT_INT = 2**53  # beyond this a float no longer holds every integer: a comparison would be wrong or raise
+MAX_DEPTH = 32  # nested containers in a student's value (the wire's own cap)
+
+
+class OddValue:
+    """Stands for a value from a submission that cannot be used as it is (described to the student by type_name).
+    Like the wire's Unsupported, it is no number, text or container: every check that wants one fails on it."""
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+    def __repr__(self):
+        return f"<{self.type_name}>"
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.type_name == self.type_name
+
+
+class InvalidNumber(OddValue):
+    """A number from a submission that cannot be compared: too large for a float, or not finite."""
+
+    def __init__(self, text: str):
+        super().__init__(f"无法比较的数（{text}）")
+        self.text = text
+
+
+def safe_text(value, limit: int | None = None) -> str:
+    """`value` as text that encodes as UTF-8 whatever it held (lone surrogates, odd bytes), cut to `limit`."""
+    if isinstance(value, bytes):
+        text = value.decode("utf-8", "replace")
+    else:
+        try:
+            text = value if isinstance(value, str) else str(value)
+        except Exception:  # a student's __str__ may raise
+            text = "<unprintable>"
+        text = str.__str__(text) if isinstance(text, str) else "<unprintable>"
+        text = text.encode("utf-8", "replace").decode("utf-8", "replace")
+        text = text.replace("\0", "\ufffd")
+    return text if limit is None else text[:limit]
+
+
+def _number_text(value) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    digits = len(str(abs(value))) if abs(value) < 10**4000 else 4000
+    return f"{'-' if value < 0 else ''}约 {digits} 位的整数"
+
+
+def plain_value(value, depth: int = 0):
+    """A decoded reply value with its leaves made safe: text re-encoded, numbers that cannot be compared typed
+    as InvalidNumber, nesting deeper than MAX_DEPTH cut (an OddValue). Tensors stay as they
+    are (the wire has checked their dtype, shape and size; NaN inside a tensor is the comparison's business)."""
+    if depth > MAX_DEPTH:
+        return OddValue("嵌套太深的值")
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if abs(value) <= MAX_EXACT_INT else InvalidNumber(_number_text(value))
+    if isinstance(value, float):
+        return value if math.isfinite(value) else InvalidNumber(repr(value))
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, list):
+        return [plain_value(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return tuple(plain_value(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return {(safe_text(k) if isinstance(k, str) else k): plain_value(v, depth + 1) for k, v in value.items()}
+    return value  # tensors, dtypes, the wire's Unsupported
+
+
+def safe_tree(value, depth: int = 0):
+    """A JSON-able tree (a stored result, a report's data) whose every string encodes as UTF-8, every float is
+    finite (else None) and whose depth is bounded (deeper parts become a placeholder string)."""
+    if depth > MAX_DEPTH:
+        return "<nested too deeply>"
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if abs(value) <= 2**63 else safe_text(_number_text(value))
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, (list, tuple)):
+        return [safe_tree(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {safe_text(k): safe_tree(v, depth + 1) for k, v in value.items()}
+    return safe_text(value, 200)
+
+
+def sanitize_record(record):
+    """Make a dataclass record (a SubmissionResult and what it holds) safe in place: every string field
+    re-encoded, every float finite, every dict or list field a safe tree. Returns the record."""
+    for f in fields(record):
+        value = getattr(record, f.name)
+        if is_dataclass(value) and not isinstance(value, type):
+            sanitize_record(value)
+        elif isinstance(value, list) and value and all(is_dataclass(v) for v in value):
+            for v in value:
+                sanitize_record(v)
+        elif isinstance(value, str):
+            setattr(record, f.name, safe_text(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            setattr(record, f.name, 0.0)
+        elif isinstance(value, (dict, list, tuple)):
+            setattr(record, f.name, safe_tree(value))
+    return record
+
+
+def _printable(char: str) -> bool:
+    return char == " " or unicodedata.category(char)[0] not in ("C", "Z")
+
+
+def student_id_from_name(name: str) -> tuple[str, bool]:
+    """The student id for a name found on disk (os.fsdecode's text): itself when it is printable UTF-8,
+    else an escaped id (%XX for each byte that is not) and True: the submission is graded under the escaped
+    id and flagged. Empty names, `.` and `..` are escaped too."""
+    raw = name.encode("utf-8", "surrogateescape") if isinstance(name, str) else bytes(name)
+    try:
+        text = raw.decode("utf-8")
+        clean = bool(text) and text not in (".", "..") and all(_printable(c) for c in text)
+    except UnicodeDecodeError:
+        text, clean = None, False
+    if clean:
+        return text, False
+    out = []
+    for char in raw.decode("utf-8", "surrogateescape"):
+        if "\udc80" <= char <= "\udcff":  # a byte that is not UTF-8
+            out.append(f"%{ord(char) - 0xDC00:02X}")
+        elif not _printable(char) or char == "%":
+            out.append("".join(f"%{b:02X}" for b in char.encode("utf-8")))
+        else:
+            out.append(char)
+    escaped = "".join(out) or "%00"
+    return ("%2E" + escaped[1:] if escaped in (".", "..") else escaped), True
