@@ -29,6 +29,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from autograder import __version__
+from autograder.diagnosis import explain, heading
 from autograder.results import (FLAG_IDENTITY, FLAG_TIME, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, STATUS_ERROR,
                                 CheckResult, PartResult, SubmissionResult)
 from autograder.sandbox.tiers import PROTECTS
@@ -276,6 +277,16 @@ class CheckView:
 
 
 @dataclass
+class MistakeView:
+    """One diagnosed mistake of a part, shown once: its title, its explanation, the checks it explains."""
+
+    name: str
+    title: str
+    explanation: str
+    checks: list  # descriptions of the failed checks it explains
+
+
+@dataclass
 class PartView:
     grade_id: str
     label: str  # "第 1 部分" or ""
@@ -289,6 +300,7 @@ class PartView:
     written_answer: str | None
     checks: list
     hand: dict | None = None  # params / typed answers, in the part of the hand computation
+    mistakes: list = field(default_factory=list)  # MistakeView: each diagnosed mistake once per part
 
 
 def _score_class(score: float, max_score: float, error: bool = False) -> str:
@@ -336,9 +348,32 @@ def _part_view(part: PartResult, info: AssignmentInfo, result: SubmissionResult)
         fraction=max(0.0, min(1.0, part.score / part.max_score)) if part.max_score > 0 else 0.0,
         answered=part.answered, message=message, written=written,
         written_answer=clip(answer) if answer and answer.strip() else None,
-        checks=[CheckView(c.passed, c.name, c.description, clip(c.message), c.diagnosis, fmt_points(c.points),
+        checks=[CheckView(c.passed, c.name, c.description, clip(_without_explanation(result.assignment_id, c)),
+                          heading(result.assignment_id, c.diagnosis) if not c.passed else None, fmt_points(c.points),
                           fmt_points(c.max_points), safe_details(c.details)) for c in part.checks],
+        mistakes=_mistakes(result.assignment_id, part),
     )
+
+
+def _without_explanation(assignment_id: str, check: CheckResult) -> str:
+    """A failed check's message without its mistake's explanation (shown once for the part instead)."""
+    text = explain(assignment_id, check.diagnosis) if not check.passed else ""
+    if text and check.message.endswith(text):
+        return check.message[:-len(text)].rstrip("。 ") or check.message
+    return check.message
+
+
+def _mistakes(assignment_id: str, part: PartResult) -> list[MistakeView]:
+    views: dict[str, MistakeView] = {}
+    for c in part.checks:
+        if c.passed or not c.diagnosis:
+            continue
+        view = views.get(c.diagnosis)
+        if view is None:
+            view = views[c.diagnosis] = MistakeView(c.diagnosis, heading(assignment_id, c.diagnosis),
+                                                    explain(assignment_id, c.diagnosis), [])
+        view.checks.append(c.description)
+    return list(views.values())
 
 
 def fmt_duration_zh(seconds: float) -> str:
@@ -533,8 +568,9 @@ def _assignment_summary(aid: str, results: list[SubmissionResult], roster: list[
         "checks": [{"grade_id": s.grade_id, "part": info.part_titles.get(s.grade_id, ("", ""))[1].replace("`", ""), "name": s.name,
                     "description": s.description, "passed": s.passed, "total": s.total, "rate": s.rate,
                     "rate_class": "good" if s.rate >= 0.9 else "fair" if s.rate >= 0.6 else "poor",
-                    "diagnosis": s.top_diagnosis} for s in check_rows],
-        "mistakes": [(name, n, mistake_checks[name]) for name, n in mistakes.most_common(10)],
+                    "diagnosis": (heading(aid, s.top_diagnosis[0]), s.top_diagnosis[1]) if s.top_diagnosis else None}
+                   for s in check_rows],
+        "mistakes": [(heading(aid, name), name, n, mistake_checks[name]) for name, n in mistakes.most_common(10)],
         "trouble": trouble,
         "borrowed": [b for b in borrowed if not b.weak],
         "borrowed_weak": [b for b in borrowed if b.weak],

@@ -5,7 +5,9 @@
 - every catalogued mistake (autograder/examples: the reference notebook with the mistake in place) loses
   exactly its expected checks, and the failing checks name exactly its variant of the catalogue
   (VARIANTS in autograder/checks/test_<id>.py); every variant of the catalogue has such an example;
-- every correct alternative style gets full marks and no diagnosis.
+- every correct alternative style gets full marks and no diagnosis;
+- every precision case (a right algorithm with float32 internals on float64 inputs) loses exactly the parts'
+  precision checks, is named as the precision (float32_precision) and nothing else, and keeps >= 85%.
 
 It prints a table (variants caught and named / total, alternatives accepted / total) and exits 1
 below 100% anywhere.
@@ -20,7 +22,9 @@ import nbformat
 from autograder import REPO_ROOT
 from autograder.diagnosis import variants_of
 from autograder.engine import GradingOptions, Submission, grade_batch
-from autograder.examples import Alternative, Mistake, alternatives, mistakes, notebook_with_edits
+from autograder.diagnosis import PRECISION
+from autograder.examples import (Alternative, Mistake, PrecisionCase, alternatives, mistakes, notebook_with_edits,
+                                 precision_cases)
 from autograder.results import SubmissionResult
 from solutions import ASSIGNMENTS
 
@@ -38,10 +42,10 @@ def release_path(assignment_id: str) -> Path:
 @dataclass(frozen=True)
 class Job:
     assignment_id: str
-    kind: str  # "reference", "release", "mistake", "alternative"
+    kind: str  # "reference", "release", "mistake", "alternative", "precision"
     label: str
     submission: Submission
-    example: Mistake | Alternative | None = None
+    example: Mistake | Alternative | PrecisionCase | None = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,8 @@ def plan(workdir: Path, assignment_ids=ASSIGNMENTS) -> list[Job]:
         for sid in SELFTEST_IDS:
             jobs.append(Job(a, "reference", f"reference ({sid})", Submission(reference_path(a), a, sid)))
         jobs.append(Job(a, "release", "release (unanswered)", Submission(release_path(a), a, SELFTEST_IDS[0])))
-        for kind, examples in (("mistake", mistakes(a)), ("alternative", alternatives(a))):
+        for kind, examples in (("mistake", mistakes(a)), ("alternative", alternatives(a)),
+                               ("precision", precision_cases(a))):
             for example in examples:
                 path = workdir / a / f"{kind}-{example.name}.ipynb"
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,6 +86,11 @@ def judge(job: Job, result: SubmissionResult) -> Verdict:
     if job.kind == "alternative":
         ok = result.score == result.max_score and not named
         return Verdict(job, ok, f"lost {sorted(failed)}, named {sorted(named)}")
+    if job.kind == "precision":
+        case: PrecisionCase = job.example
+        ok = failed == set(case.failing) and named == {PRECISION.name} and result.score >= 0.85 * result.max_score
+        return Verdict(job, ok, f"failed {sorted(failed)} (expected {sorted(case.failing)}), named {sorted(named)}, "
+                                f"score {result.score:g} of {result.max_score:g}")
     mistake: Mistake = job.example
     if not 0 < result.score < result.max_score:
         return Verdict(job, False, f"score {result.score} is not strictly between 0 and {result.max_score}")
@@ -95,13 +105,15 @@ def judge(job: Job, result: SubmissionResult) -> Verdict:
 
 def uncovered_variants(assignment_id: str) -> list[str]:
     """Catalogued variants that no mistake example exercises (the selftest could not show they are named)."""
-    covered = {m.diagnosis for m in mistakes(assignment_id)}
+    covered = {m.diagnosis for m in mistakes(assignment_id)} | ({PRECISION.name} if precision_cases(assignment_id)
+                                                                 else set())
     return sorted(set(variants_of(assignment_id)) - covered)
 
 
 def report(verdicts: list[Verdict], assignment_ids, echo) -> bool:
     all_ok = True
-    echo(f"{'assignment':<14} {'references':>10} {'release':>8} {'variants caught+named':>22} {'alternatives':>13}")
+    echo(f"{'assignment':<14} {'references':>10} {'release':>8} {'variants caught+named':>22} {'alternatives':>13} "
+         f"{'precision':>10}")
     for a in assignment_ids:
         mine = [v for v in verdicts if v.job.assignment_id == a]
 
@@ -109,19 +121,22 @@ def report(verdicts: list[Verdict], assignment_ids, echo) -> bool:
             vs = [v for v in mine if v.job.kind == kind and (only is None or only(v))]
             return sum(v.ok for v in vs), len(vs)
 
+        ref, rel, alt, pre = count("reference"), count("release"), count("alternative"), count("precision")
         catalogue = variants_of(a)
         per_variant = []
         for name in catalogue:
+            if name == PRECISION.name:
+                per_variant.append(pre[1] > 0 and pre[0] == pre[1])
+                continue
             examples = [v for v in mine if v.job.kind == "mistake" and v.job.example.diagnosis == name]
             per_variant.append(bool(examples) and all(v.ok for v in examples))
-        ref, rel, alt = count("reference"), count("release"), count("alternative")
         var = (sum(per_variant), len(per_variant))
         other = count("mistake", lambda v: not v.job.example.diagnosis)
         row_ok = ref[0] == ref[1] and rel[0] == rel[1] and var[0] == var[1] and alt[0] == alt[1] \
-            and other[0] == other[1] and alt[1] >= 2
+            and other[0] == other[1] and alt[1] >= 2 and pre[0] == pre[1]
         all_ok &= row_ok
         echo(f"{a:<14} {ref[0]:>4}/{ref[1]:<5} {rel[0]:>3}/{rel[1]:<4} {var[0]:>11}/{var[1]:<10} "
-             f"{alt[0]:>6}/{alt[1]:<6} {'ok' if row_ok else 'WRONG'}")
+             f"{alt[0]:>6}/{alt[1]:<6} {pre[0]:>4}/{pre[1]:<5} {'ok' if row_ok else 'WRONG'}")
         for name in uncovered_variants(a):
             echo(f"    variant {name}: no mistake example exercises it")
     for v in verdicts:

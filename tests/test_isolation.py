@@ -197,7 +197,8 @@ def test_a_sleeping_crashing_submission_ends_within_its_budget(tmp_path):
     elapsed = time.monotonic() - started
     by_student = {r.student_id: r for r in summary.results}
     sleepy, control = by_student["sleepy"], by_student["control"]
-    assert control.score == 10 and control.seconds < 3.0, control.seconds
+    # the control (about 1 s alone) is graded in full, far inside the budget, next to the sleeper
+    assert control.score == 10 and "总时间预算" not in control.message and control.seconds < 15.0, control.seconds
     assert sleepy.seconds <= 15.0 + 4.0, sleepy.seconds  # the budget, plus a grace period and the close
     assert "总时间预算" in sleepy.message
     assert sleepy.score < 10

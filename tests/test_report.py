@@ -248,8 +248,33 @@ def test_every_tier_has_a_chinese_note():
     assert set(TIER_NOTES) == set(PROTECTS)
 
 
-def test_diagnosis_is_named():
-    assert "可能的错误：eps_outside_root" in render_report(rmsnorm_result())
+def test_diagnosis_is_named_by_its_chinese_title():
+    from autograder.diagnosis import variants_of
+
+    page = html.unescape(render_report(rmsnorm_result()))
+    variant = variants_of("rmsnorm")["eps_outside_root"]
+    assert f"可能的错误：{variant.heading}" in page and "eps_outside_root" not in page.replace(
+        "test_function_float32_default_eps", "")
+    assert page.count(variant.explanation) == 1
+
+
+def test_a_one_mistake_submission_shows_its_explanation_once_per_part(tmp_path):
+    """A missing square root fails several checks in two parts: the explanation is shown once per part."""
+    from autograder.diagnosis import variants_of
+    from autograder.engine import GradingOptions, grade_submission
+    from grading_helpers import TEST_LIMITS, edited_notebook
+
+    notebook = edited_notebook("rmsnorm", [("rms = torch.sqrt(torch.mean(xc * xc, dim=-1, keepdim=True) + eps)",
+                                            "rms = torch.mean(xc * xc, dim=-1, keepdim=True) + eps")],
+                               tmp_path / "rmsnorm.ipynb")
+    result = grade_submission(notebook, "rmsnorm", "alice", GradingOptions(limits=TEST_LIMITS))
+    named = [c for p in result.parts for c in p.checks if c.diagnosis == "no_sqrt"]
+    assert len(named) >= 3, [(c.name, c.diagnosis) for p in result.parts for c in p.checks]
+    parts = {c.grade_id for c in named}
+    page = html.unescape(render_report(result))
+    explanation = variants_of("rmsnorm")["no_sqrt"].explanation
+    assert page.count(explanation) == len(parts)
+    assert "no_sqrt" not in page
 
 
 # --- hand answers that fit another student's numbers -------------------------------------------------------

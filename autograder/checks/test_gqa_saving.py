@@ -28,13 +28,15 @@ from autograder.checks import (
     check,
     expect_close,
     expect_int,
+    expect_float64_precision,
     expect_module_matches,
     expect_number,
     expect_true,
+    expect_weights_loaded,
     run_reference,
     same_values,
 )
-from autograder.diagnosis import Variant, catalogue, named
+from autograder.diagnosis import PRECISION, Variant, catalogue, named
 from autograder.probes import describe_value
 from solutions import gqa_saving as ref
 from solutions.student_params import student_answers, student_params
@@ -42,6 +44,7 @@ from solutions.student_params import student_answers, student_params
 # --- the catalogue of mistakes ----------------------------------------------------------------------
 
 VARIANTS = catalogue(
+    PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # the hand computation and kv_cache_bytes
     Variant("k_only", "你的结果正好是正确值的一半，与「只算了 K、漏了 V」一致：KV Cache 要同时存 K 和 V 两份，"
                       "公式最前面的因子 2 不能少"),
@@ -530,7 +533,7 @@ def test_module_no_mask_float32(student, rng):
     run_module(student, config, weights, x, dtype=torch.float32, rng=rng)
 
 
-@check("gqa_module", points=1.5)
+@check("gqa_module", points=1)
 def test_module_causal_float64(student, rng):
     """加因果掩码时，float64 的 forward、输入梯度和参数梯度都与参考实现一致（batch 各行不同）"""
     config = (72, 6, 2)
@@ -538,6 +541,23 @@ def test_module_causal_float64(student, rng):
     x = torch.randn(3, 5, 72, generator=rng, dtype=torch.float64)
     run_module(student, config, weights, x, causal_mask(5, torch.float64), mask_kind="causal",
                dtype=torch.float64, rng=rng)
+
+
+@check("gqa_module", points=0.5)
+def test_module_float64_precision(student, rng):
+    """加因果掩码时，float64 的输入全程用 float64 计算：forward 与参考实现一致到 float64 的精度"""
+    config = (72, 6, 2)
+    weights = random_weights(rng, *config, torch.float64)
+    x = torch.randn(3, 5, 72, generator=rng, dtype=torch.float64)
+    mask = causal_mask(5, torch.float64)
+    reference = ref.GroupedQueryAttention(*config).double()
+    reference.load_state_dict(weights)
+    run = student.module("GroupedQueryAttention", config, state_dict=weights, dtype=torch.float64, method="forward",
+                         args=(x, mask))
+    expect_weights_loaded(run, "GroupedQueryAttention")
+    with torch.no_grad():
+        expected = reference(x, mask)
+    expect_float64_precision(run.outputs, expected, "GroupedQueryAttention 的输出")
 
 
 @check("gqa_module", points=1)

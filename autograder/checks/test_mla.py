@@ -26,10 +26,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import (F32_ATTN, F64, CheckFailed, causal_mask, check, expect_close, expect_int,
-                               expect_module_matches, expect_true, expect_weights_loaded, module_arg, run_reference,
-                               same_values)
-from autograder.diagnosis import Variant, catalogue, named
+from autograder.checks import (F32_ATTN, F64, CheckFailed, causal_mask, check, expect_close, expect_float64_precision,
+                               expect_int, expect_module_matches, expect_true, expect_weights_loaded, module_arg,
+                               run_reference, same_values)
+from autograder.diagnosis import PRECISION, Variant, catalogue, named
 from autograder.probes import describe_value
 from solutions import mla as ref
 from solutions.student_params import student_answers, student_params
@@ -50,6 +50,7 @@ PINNED_LINEARS = ("W_q", "W_kv_down", "W_k_up", "W_v_up", "W_o")
 # --- the catalogue of mistakes ---------------------------------------------------------------------
 
 VARIANTS = catalogue(
+    PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # the attention itself (module forward, and the same slips in the absorbed path of the bonus)
     Variant("no_scale", "结果与「注意力分数没有除以 √d_head」一致：缩放是 1/√d_head（d_head = d_model // num_heads），"
                         "加 mask 和 softmax 之前先缩放"),
@@ -371,7 +372,7 @@ def expect_forward(student, weights, x, mask, tol, num_heads=NUM_HEADS, d_latent
         raise failure from None
 
 
-@check("mla_module", points=2)
+@check("mla_module", points=1.5)
 def test_module_forward_backward_float64(student, weights64, x64, rng):
     """加载给定权重、用因果掩码时，返回的 out 和 c_kv、输入的梯度和五个权重的梯度都与参考实现一致（float64）"""
     mask = causal_mask(SEQ, torch.float64)
@@ -383,6 +384,19 @@ def test_module_forward_backward_float64(student, weights64, x64, rng):
     run = student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64,
                          method="forward", args=(x64, mask), grad_outputs=grads, requires_grad=[0])
     expect_module_matches(run, expected, F64, CLASS)
+
+
+@check("mla_module", points=0.5)
+def test_module_float64_precision(student, weights64, x64):
+    """因果掩码下，float64 的输入全程用 float64 计算：forward 返回的 out 与参考实现一致到 float64 的精度"""
+    mask = causal_mask(SEQ, torch.float64)
+    with torch.no_grad():
+        expected, _ = reference_module(weights64)(x64, mask)
+    run = student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64,
+                         method="forward", args=(x64, mask))
+    expect_loaded(run)
+    out = run.outputs[0] if isinstance(run.outputs, (tuple, list)) and len(run.outputs) == 2 else run.outputs
+    expect_float64_precision(out, expected, "forward 返回的第 1 个值（out）")
 
 
 @check("mla_module", points=1)

@@ -18,10 +18,10 @@ import pytest
 import torch
 
 from autograder.checks import (
-    F32, F64, HAND, CheckFailed, Tol, check, expect_close, expect_module_matches, expect_number, expect_numbers,
-    expect_true, expect_weights_loaded, run_reference, same_values,
+    F32, F64, HAND, CheckFailed, Tol, check, expect_close, expect_float64_precision, expect_module_matches,
+    expect_number, expect_numbers, expect_true, expect_weights_loaded, run_reference, same_values,
 )
-from autograder.diagnosis import Variant, catalogue, named
+from autograder.diagnosis import PRECISION, Variant, catalogue, named
 from solutions import rmsnorm as ref
 from solutions.student_params import student_params
 
@@ -41,8 +41,7 @@ VARIANTS = catalogue(
                                     "rms_norm 要用参数 eps，RMSNorm 要用构造时传入的 eps"),
     Variant("mean_over_all_elements", "平方的平均是对整个张量求的（torch.mean 没有指定 dim），不同的 token 互相影响了；"
                                       "应该只沿最后一维求：torch.mean(x * x, dim=-1, keepdim=True)，每个 token 各自归一化"),
-    Variant("float64_downcast", "float64 的输入被转成 float32 计算了，结果只有 float32 的精度；本作业要求 float64 输入"
-                                "全程用 float64 计算并返回 float64，只有 float16/bfloat16 才先转成 float32"),
+    PRECISION,
     Variant("extra_beta", "模块里多了一个偏置参数（LayerNorm 的 β）；RMSNorm 只有缩放向量 gamma，没有 β"),
     Variant("gamma_renamed", "缩放向量的参数名不是 gamma（torch 的 nn.RMSNorm 和 Hugging Face 的 LlamaRMSNorm 叫它 "
                              "weight）；本作业的参数名固定为 gamma，评分时按名字加载权重，名字不对就加载不进去"),
@@ -95,24 +94,12 @@ def formula_variants(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> list[t
     ] + [("ignores_eps_argument", x / torch.sqrt(ms + e) * g) for e in HARD_CODED_EPS if e != eps]
 
 
-def in_float32_precision(actual, x: torch.Tensor, expected: torch.Tensor) -> bool:
-    """A float64 input computed in float32: every value is a float32 number, and right to float32 precision."""
-    if x.dtype != torch.float64 or not isinstance(actual, torch.Tensor) or not actual.dtype.is_floating_point:
-        return False
-    if actual.shape != expected.shape or not bool(torch.isfinite(actual).all()):
-        return False
-    a = actual.detach().double()
-    return torch.equal(a, a.float().double()) and same_values(a, expected, F32)
-
-
 def diagnose_output(actual, x: torch.Tensor, gamma: torch.Tensor, eps: float, expected: torch.Tensor,
                     tol: Tol) -> Variant | None:
     """The one catalogued variant that `actual` matches (variants that equal the right answer on these
     inputs are left out: they cannot be told apart here), else None."""
     matched = {name for name, candidate in formula_variants(x, gamma, eps)
                if not same_values(candidate, expected, tol) and same_values(actual, candidate, tol)}
-    if not matched and in_float32_precision(actual, x, expected):
-        matched = {"float64_downcast"}
     return VARIANTS[matched.pop()] if len(matched) == 1 else None
 
 
@@ -300,11 +287,18 @@ def _hand_output_property(student, actual, inputs: dict, right: dict) -> str:
 # --- rmsnorm_function -----------------------------------------------------------------------------
 
 
-@check("rmsnorm_function", points=1.5)
+@check("rmsnorm_function", points=1)
 def test_function_float64_batched(student, small_x64, gamma64):
     """rms_norm 在 float64、多个 batch 维、小尺度输入上与参考实现一致"""
     expect_output(student.call("rms_norm", small_x64, gamma64, 1e-6), ref.rms_norm(small_x64, gamma64, 1e-6),
                   small_x64, gamma64, 1e-6, F64, tokens_mixed=token_probe(student, small_x64, gamma64, 1e-6, F64))
+
+
+@check("rmsnorm_function", points=0.5)
+def test_function_float64_precision(student, small_x64, gamma64):
+    """rms_norm 对 float64 输入全程用 float64 计算：与参考实现一致到 float64 的精度"""
+    expect_float64_precision(student.call("rms_norm", small_x64, gamma64, 1e-6), ref.rms_norm(small_x64, gamma64, 1e-6),
+                             "rms_norm 的输出")
 
 
 @check("rmsnorm_function", points=1)
@@ -360,7 +354,7 @@ def test_module_parameters(student, rng):
                 VARIANTS["gamma_init_not_ones"])
 
 
-@check("rmsnorm_module", points=1.5)
+@check("rmsnorm_module", points=1)
 def test_module_forward_backward_float64(student, small_x64, gamma64, rng):
     """加载给定的 gamma 后，forward 输出、输入的梯度和 gamma 的梯度都与参考实现一致（float64）"""
     grad = torch.randn(small_x64.shape, generator=rng, dtype=torch.float64)
@@ -380,6 +374,19 @@ def test_module_forward_backward_float64(student, small_x64, gamma64, rng):
             raise named(failure, variant) from None
         expect_output(run.outputs, expected["outputs"], small_x64, gamma64, 1e-6, F64)  # names or localises
         raise
+
+
+@check("rmsnorm_module", points=0.5)
+def test_module_float64_precision(student, small_x64, gamma64):
+    """RMSNorm 对 float64 输入全程用 float64 计算：forward 与参考实现一致到 float64 的精度"""
+    reference = ref.RMSNorm(24).double()
+    reference.load_state_dict({"gamma": gamma64})
+    run = student.module("RMSNorm", (24,), state_dict={"gamma": gamma64}, dtype=torch.float64, method="forward",
+                         args=(small_x64,))
+    expect_weights_loaded(run, "RMSNorm")
+    with torch.no_grad():
+        expected = reference(small_x64)
+    expect_float64_precision(run.outputs, expected, "RMSNorm 的输出")
 
 
 @check("rmsnorm_module", points=1)

@@ -26,8 +26,9 @@ rotation; the relative-position invariance of the score (one extra probe, both p
 
 import torch
 
-from autograder.checks import F32, F64, CheckFailed, Tol, check, expect_close, expect_true, same_values
-from autograder.diagnosis import Variant, catalogue, named
+from autograder.checks import (F32, F64, CheckFailed, Tol, check, expect_close, expect_float64_precision, expect_true,
+                               same_values)
+from autograder.diagnosis import PRECISION, Variant, catalogue, named
 from autograder.probes import describe_value
 from solutions import rope as ref
 
@@ -38,6 +39,7 @@ LOOSE = Tol(1e-5, 1e-5)  # matching a variant whose value is far (>= 1e-2) from 
 # --- the catalogue of mistakes ----------------------------------------------------------------------
 
 VARIANTS = catalogue(
+    PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # precompute_rope_freqs
     Variant("positions_start_at_1", "你的 cos/sin 与「位置从 1 开始」一致：约定位置从 0 开始（torch.arange(seq_len)），"
                                     "位置 0 的旋转角是 0，即 cos 全为 1、sin 全为 0"),
@@ -54,9 +56,6 @@ VARIANTS = catalogue(
                                 "torch.outer 的参数顺序反了，应该是 torch.outer(positions, freqs)，得到 [seq_len, dim // 2]"),
     Variant("dtype_argument_ignored", "你的 cos/sin 数值对，但 dtype 不是参数 dtype：precompute_rope_freqs 要按参数 dtype "
                                       "返回（例如最后 .to(dtype)），默认 float32，dtype=torch.float64 时返回 float64"),
-    Variant("freqs_in_float32", "dtype=torch.float64 时你的 cos/sin 只有 float32 的精度：角度先用 float32 算好"
-                                "（例如 torch.arange(...).float()）再转成了 float64。应该全程用 float64 计算角度，"
-                                "最后再 .to(dtype)"),
     # apply_rotary_emb
     Variant("half_split_pairing", "你的 RoPE 把第 i 维和第 i+d/2 维配成一对（Hugging Face 的 rotate_half 约定）；"
                                   "本作业要求相邻两维 (2i, 2i+1) 配对：x[..., 0::2] 和 x[..., 1::2] 是每一对的两个分量，"
@@ -71,16 +70,11 @@ VARIANTS = catalogue(
     Variant("rotated_along_heads", "你的 [B, H, S, D] 输入是按倒数第三维（头的编号）而不是倒数第二维（位置）旋转的："
                                    "输入约定是 [..., seq_len, d_head]，倒数第二维就是位置；不要按形状去猜布局，"
                                    "也不要给 cos/sin 加维度"),
-    Variant("apply_in_float32", "float64 输入被转成了 float32 计算（例如无条件的 x.float()），结果只有 float32 的精度："
-                                "应该在 x 的 dtype 中计算（只有 float16/bfloat16 才先转成 float32），cos、sin 也转成同一个 "
-                                "dtype，最后返回 x 的 dtype"),
     Variant("output_dtype_not_restored", "你的输出数值对，但 bfloat16 输入返回的不是 bfloat16：半精度输入在 float32 中计算后，"
                                          "要用 .to(x.dtype) 转回 x 的 dtype"),
     # rope_score
     Variant("score_theta_not_passed", "你的 precompute_rope_freqs 用了 theta，但 rope_score 调用它时没有把 theta 传进去"
                                       "（按默认的 10000 算了）"),
-    Variant("score_tables_in_float32", "你的 rope_score 用了 float32 的 cos/sin：调用 precompute_rope_freqs 时要传 "
-                                       "dtype=q.dtype，float64 的 q、k 才能全程 float64"),
     Variant("score_ignores_positions", "你的分数等于 q·k，与位置无关：q 和 k 转了同样的角度（例如都用了第 pos_q 行的 cos/sin），"
                                        "或者根本没有旋转。q 要用第 pos_q 行、k 要用第 pos_k 行的 cos/sin"),
     Variant("score_positions_swapped", "你的分数等于把 q、k 的位置对调后的结果（你的 precompute_rope_freqs 和 "
@@ -203,7 +197,7 @@ def table_diagnosis(result, expected, candidates, tol) -> str | None:
         if any(t.dtype != dtype for t in result):
             return "dtype_argument_ignored"
         if dtype == torch.float64:
-            return "freqs_in_float32"
+            return PRECISION.name
     return None
 
 
@@ -239,12 +233,23 @@ def expect_table(result, dim, seq_len, theta, dtype, tol):
             raise localised(failure, table_hint(result, expected)) from None
 
 
-@check("rope_freqs", points=1)
+@check("rope_freqs", points=0.5)
 def test_freqs_float64(student, rng):
     """precompute_rope_freqs(..., dtype=torch.float64) 全程在 float64 中计算，返回 float64 的 cos 和 sin"""
     dim, seq_len = 2 * randint(rng, 5, 32), randint(rng, 20, 64)
     result = student.call("precompute_rope_freqs", dim, seq_len, dtype=torch.float64)
     expect_table(result, dim, seq_len, 10000.0, torch.float64, F64)
+
+
+@check("rope_freqs", points=0.5)
+def test_freqs_float64_precision(student, rng):
+    """precompute_rope_freqs(..., dtype=torch.float64) 的角度全程用 float64 计算：cos 和 sin 与参考一致到 float64 的精度"""
+    dim, seq_len = 2 * randint(rng, 5, 32), randint(rng, 40, 64)
+    result = student.call("precompute_rope_freqs", dim, seq_len, dtype=torch.float64)
+    expect_pair(result)
+    expected = ref.precompute_rope_freqs(dim, seq_len, dtype=torch.float64)
+    for i, name in enumerate(("cos", "sin")):
+        expect_float64_precision(result[i], expected[i], f"返回的 {name} ")
 
 
 @check("rope_freqs", points=0.5)
@@ -308,7 +313,7 @@ def apply_diagnosis(actual, x, cos, sin, expected, tol) -> str | None:
             and same_values(actual, _rotate(x, cos, sin), LOOSE)):
         return "output_dtype_not_restored"
     if expected.dtype == torch.float64 and same_values(actual, expected, F32_LEVEL):
-        return "apply_in_float32"
+        return PRECISION.name
     return None
 
 
@@ -366,10 +371,19 @@ def test_apply_heads_equal_seq(student, rng):
     apply_check(student, rng, (2, seq_len, seq_len, 2 * randint(rng, 4, 12)), torch.float32, F32)
 
 
-@check("rope_apply", points=1.5)
+@check("rope_apply", points=1)
 def test_apply_float64(student, rng):
     """apply_rotary_emb 对 float64 的 [B, H, seq_len, d_head] 输入全程用 float64 计算，返回 float64，与参考实现一致"""
     apply_check(student, rng, (3, 2, randint(rng, 9, 40), 2 * randint(rng, 4, 12)), torch.float64, F64)
+
+
+@check("rope_apply", points=0.5)
+def test_apply_float64_precision(student, rng):
+    """apply_rotary_emb 对 float64 输入全程用 float64 计算：与参考一致到 float64 的精度"""
+    shape = (2, 3, randint(rng, 9, 40), 2 * randint(rng, 4, 12))
+    x = 2 * torch.randn(shape, generator=rng, dtype=torch.float64)
+    cos, sin = ref.precompute_rope_freqs(shape[-1], shape[-2], dtype=torch.float64)
+    expect_float64_precision(student.call("apply_rotary_emb", x, cos, sin), ref.apply_rotary_emb(x, cos, sin))
 
 
 @check("rope_apply", points=0.5)
@@ -402,7 +416,7 @@ def score_diagnosis(student, actuals, pairs, q, k, theta) -> str | None:
     cos, sin = _table(_angles(d, n, theta))
     # forgetting dtype=q.dtype in rope_score: the reference's float32 tables, exactly
     if matches(*[t.double() for t in ref.precompute_rope_freqs(d, n, theta=theta)], tol=F64):
-        return "score_tables_in_float32"
+        return PRECISION.name
     if all(same_values(actual, torch.dot(q, k), LOOSE) for actual in actuals):
         return "score_ignores_positions"
     unique = [
@@ -486,10 +500,21 @@ def score_check(student, rng, pairs, theta=None):
             raise localised(failure, score_hint(student, actual, expected, q, k, pos_q, pos_k, theta_kw)) from None
 
 
-@check("rope_relative", points=1.5)
+@check("rope_relative", points=1)
 def test_score_float64(student, rng):
     """rope_score 在 float64、多组位置（q 在前、k 在前、相距较远）下与参考实现一致，返回 float64 的 0 维张量"""
     score_check(student, rng, position_pairs(rng))
+
+
+@check("rope_relative", points=0.5)
+def test_score_float64_precision(student, rng):
+    """rope_score 对 float64 的 q、k 全程用 float64 计算：与参考一致到 float64 的精度（相距较远的位置）"""
+    d = 2 * randint(rng, 6, 12)
+    q = 1.5 * torch.randn(d, generator=rng, dtype=torch.float64)
+    k = 1.5 * torch.randn(d, generator=rng, dtype=torch.float64)
+    pos_q, pos_k = randint(rng, 30, 60), randint(rng, 0, 10)
+    expect_float64_precision(student.call("rope_score", q, k, pos_q, pos_k), ref.rope_score(q, k, pos_q, pos_k),
+                             "rope_score 的返回值")
 
 
 @check("rope_relative", points=0.5)

@@ -22,10 +22,10 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import (
-    F32, F64, CheckFailed, check, expect_close, expect_int, expect_module_matches, expect_true,
-    expect_weights_loaded, run_reference, same_values,
+    F32, F64, CheckFailed, check, expect_close, expect_float64_precision, expect_int, expect_module_matches,
+    expect_true, expect_weights_loaded, run_reference, same_values,
 )
-from autograder.diagnosis import Variant, catalogue, named
+from autograder.diagnosis import PRECISION, Variant, catalogue, named
 from autograder.probes import describe_value
 from solutions import swiglu as ref
 
@@ -34,6 +34,7 @@ BIASES = ("W_gate.bias", "W_up.bias", "W_down.bias")
 _ROUND_UP = "正确的做法是向上取整：(d_ff + 255) // 256 * 256（或 math.ceil(d_ff / 256) * 256），再与 d_model 取较大者"
 
 VARIANTS = catalogue(
+    PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # --- the gate's activation: in swish itself or in the module's forward ---
     Variant("relu_gate", "激活用成了 ReLU：SwiGLU 的门是 swish(a) = a·sigmoid(a)（即 SiLU），a < 0 时它是一个小的负数、"
                          "处处光滑，而 ReLU 在负半轴恒为 0。swish 函数和 forward 里的门都应该是 a·sigmoid(a)（或 F.silu）"),
@@ -165,7 +166,14 @@ def _expect_swish(actual, a: torch.Tensor, tol):
         raise _localise_swish(failure, actual, a, tol) from None
 
 
-@check("swish", points=1)
+@check("swish", points=0.5)
+def test_swish_float64_precision(student, rng):
+    """swish 对 float64 输入全程用 float64 计算：与参考实现一致到 float64 的精度"""
+    a = 3 * torch.randn(4, 7, generator=rng, dtype=torch.float64)
+    expect_float64_precision(student.call("swish", a), ref.swish(a), "swish 的输出")
+
+
+@check("swish", points=0.5)
 def test_swish_float64(student, rng):
     """swish 在 float64、正负数和绝对值较大的输入上与参考实现一致，输出仍是 float64"""
     a = 3 * torch.randn(3, 4, 6, generator=rng, dtype=torch.float64)
@@ -409,7 +417,21 @@ def test_module_default_d_ff(student, rng):
     raise failure
 
 
-@check("swiglu_module", points=2)
+@check("swiglu_module", points=0.5)
+def test_module_float64_precision(student, rng):
+    """float64 的输入全程用 float64 计算：加载给定权重后 forward 与参考实现一致到 float64 的精度"""
+    d_model, d_ff = 12, 40
+    state = _weights(rng, d_model, d_ff, torch.float64)
+    x = torch.randn(3, 5, d_model, generator=rng, dtype=torch.float64)
+    run = student.module("FeedForward_SwiGLU", (d_model, d_ff), state_dict=state, dtype=torch.float64,
+                         method="forward", args=(x,))
+    expect_weights_loaded(run, "FeedForward_SwiGLU")
+    with torch.no_grad():
+        expected = _reference(d_model, d_ff, state, torch.float64)(x)
+    expect_float64_precision(run.outputs, expected, "FeedForward_SwiGLU 的输出")
+
+
+@check("swiglu_module", points=1.5)
 def test_module_forward_backward_float64(student, rng):
     """加载给定权重后，forward 输出、输入的梯度和三个权重的梯度都与参考实现一致（float64，带 batch 维）"""
     d_model, d_ff = 12, 40

@@ -2,7 +2,8 @@
 
 Each example is the assignment's source notebook (the reference answer) with a few exact text edits
 in its code cells. A Mistake names the checks that must fail for it (all others must pass); an
-Alternative is correct work written differently and must get full marks. The tests grade every
+Alternative is correct work written differently and must get full marks; a PrecisionCase is a right algorithm
+with float32 internals on float64 inputs, which loses only the parts' precision checks. The tests grade every
 example, the demo class is built from them, and `autograde selftest` uses them.
 """
 
@@ -31,6 +32,33 @@ class Alternative:
     edits: tuple[tuple[str, str], ...]
 
 
+@dataclass(frozen=True)
+class PrecisionCase:
+    """Right algorithm, float32 internals on float64 inputs (LlamaRMSNorm's cast, a float32 softmax): it must lose
+    exactly the parts' precision checks (`failing`), be named as the precision, and keep at least 85% of the points."""
+
+    name: str
+    description: str
+    edits: tuple[tuple[str, str], ...]
+    failing: frozenset[str]
+
+
+def precision(name: str, description: str, edits: list[tuple[str, str]], failing: set[str]) -> PrecisionCase:
+    return PrecisionCase(name, description, tuple(edits), frozenset(failing))
+
+
+def with_precision_checks(examples: list[Mistake], precision_of: dict[str, str],
+                          forward_right: tuple[str, ...] = ()) -> list[Mistake]:
+    """Each mistake that fails a part's float64 check (a key of `precision_of`) also fails that part's precision
+    check (its value): both compare a float64 output with the reference, one of them strictly. Mistakes named in
+    `forward_right` fail only a gradient, which a forward-only precision check does not see."""
+    out = []
+    for m in examples:
+        extra = set() if m.name in forward_right else {precision_of[c] for c in m.failing if c in precision_of}
+        out.append(Mistake(m.name, m.description, m.edits, m.failing | extra, m.diagnosis))
+    return out
+
+
 def mistake(name: str, description: str, edits: list[tuple[str, str]], failing: set[str],
             diagnosis: str | None = None) -> Mistake:
     return Mistake(name, description, tuple(edits), frozenset(failing), diagnosis)
@@ -46,6 +74,10 @@ def mistakes(assignment_id: str) -> list[Mistake]:
 
 def alternatives(assignment_id: str) -> list[Alternative]:
     return list(getattr(importlib.import_module(f"autograder.examples.{assignment_id}"), "ALTERNATIVES", []))
+
+
+def precision_cases(assignment_id: str) -> list[PrecisionCase]:
+    return list(getattr(importlib.import_module(f"autograder.examples.{assignment_id}"), "PRECISION", []))
 
 
 class EditDoesNotApply(ValueError):

@@ -1,4 +1,4 @@
-from autograder.examples import alternative, mistake
+from autograder.examples import alternative, mistake, precision, with_precision_checks
 
 HAND = {"test_hand_mha_kv_bytes", "test_hand_gqa_kv_bytes", "test_hand_saving_ratio"}
 # the module checks whose inputs have seq_len > 1 and no KV-head pairing that hides the mistake
@@ -201,6 +201,10 @@ MISTAKES = [
     ),
 ]
 
+# a mistake that fails a part's float64 check fails its precision check too
+PRECISION_OF = {"test_module_causal_float64": "test_module_float64_precision"}
+MISTAKES = with_precision_checks(MISTAKES, PRECISION_OF)
+
 # --- correct work in other styles: full marks, no diagnosis -------------------------------------------
 
 HAND_REF = ("mha_kv_bytes = 2 * batch * seq_len * num_q_heads * head_dim * 2\n"
@@ -321,5 +325,15 @@ ALTERNATIVES = [
           "                scores = scores + mask\n"
           "            heads.append(torch.matmul(torch.softmax(scores, dim=-1), v_h))\n"
           "        return self.W_o(torch.stack(heads, dim=2).reshape(B, S, -1))")],
+    ),
+]
+
+# --- right algorithms with float32 internals: only the precision checks are lost -------------------------
+
+PRECISION = [
+    precision(
+        "gqa_softmax_float32", "transformers' eager attention: softmax(scores, dtype=torch.float32) cast back to q.dtype",
+        [('        attn = F.softmax(scores, dim=-1)', '        attn = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)')],
+        {"test_module_float64_precision"},
     ),
 ]

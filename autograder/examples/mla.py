@@ -1,4 +1,4 @@
-from autograder.examples import alternative, mistake
+from autograder.examples import alternative, mistake, precision, with_precision_checks
 
 MODULE_OUT = {"test_module_forward_backward_float64", "test_module_additive_mask", "test_module_float32_no_mask"}
 CACHE_ALL = {"test_cache_chapter_version", "test_cache_with_rope_key", "test_cache_bytes_and_layers"}
@@ -274,6 +274,11 @@ MISTAKES = [
     ),
 ]
 
+# a mistake that fails a part's float64 check fails its precision check too
+PRECISION_OF = {"test_module_forward_backward_float64": "test_module_float64_precision"}
+# returning K or V as the cache leaves out right: the precision check reads out only
+MISTAKES = with_precision_checks(MISTAKES, PRECISION_OF, forward_right=("cache_returns_k", "cache_returns_v"))
+
 # --- correct work in other styles: full marks, no diagnosis -------------------------------------------
 
 ATTENTION_REF = (
@@ -399,5 +404,15 @@ ALTERNATIVES = [
           "        scores = scores + mask\n"
           "    context = torch.einsum(\"bhst,btl->bhsl\", torch.softmax(scores, dim=-1), c_kv)\n"
           "    return torch.einsum(\"bhsl,hlD->bsD\", context, w_vo)")],
+    ),
+]
+
+# --- right algorithms with float32 internals: only the precision checks are lost -------------------------
+
+PRECISION = [
+    precision(
+        "mla_softmax_float32", "the module's softmax in float32 (transformers' eager attention), cast back",
+        [('        out = (F.softmax(scores, dim=-1) @ v)', '        out = (F.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype) @ v)')],
+        {"test_module_float64_precision"},
     ),
 ]

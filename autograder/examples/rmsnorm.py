@@ -1,4 +1,4 @@
-from autograder.examples import alternative, mistake
+from autograder.examples import alternative, mistake, precision, with_precision_checks
 
 RMS_LINE = "rms = torch.sqrt(torch.mean(xc * xc, dim=-1, keepdim=True) + eps)"
 HAND_RMS = "rms = math.sqrt(sum(v * v for v in x) / len(x))"
@@ -11,8 +11,9 @@ FUNCTION = {"test_function_float64_batched", "test_function_uses_eps_argument", 
             "test_function_single_vector"}
 MODULE_OUTPUT = {"test_module_forward_backward_float64", "test_module_forward_float32", "test_module_uses_eps_argument"}
 MODULE = {"test_module_parameters"} | MODULE_OUTPUT
-# small-scale float64 inputs only: where eps sits (or its value, or float64 precision) is invisible at scale 3
-SMALL_SCALE = {"test_function_float64_batched", "test_function_uses_eps_argument", "test_function_single_vector",
+# small-scale float64 inputs only: where eps sits (or its value) is invisible at scale 3, and at unit scale (the
+# single-vector check) it is below float32 rounding, which no check reports as a wrong algorithm
+SMALL_SCALE = {"test_function_float64_batched", "test_function_uses_eps_argument",
                "test_module_forward_backward_float64", "test_module_uses_eps_argument"}
 
 MISTAKES = [
@@ -72,11 +73,6 @@ MISTAKES = [
         (FUNCTION - {"test_function_single_vector"}) | MODULE_OUTPUT, diagnosis="mean_over_all_elements",
     ),
     mistake(
-        "float64_downcast", "every input computed in float32 (and cast back): float64 loses its precision",
-        [("compute_dtype = torch.promote_types(x.dtype, torch.float32)", "compute_dtype = torch.float32")],
-        SMALL_SCALE, diagnosis="float64_downcast",
-    ),
-    mistake(
         "gamma_named_weight", "the scale is called weight (nn.RMSNorm's and Hugging Face's name), not gamma",
         [(GAMMA_PARAM, "self.weight = nn.Parameter(torch.ones(d_model))"),
          (FORWARD_CALL, "return rms_norm(x, self.weight, self.eps)")],
@@ -98,6 +94,11 @@ MISTAKES = [
         {"test_module_parameters"}, diagnosis="gamma_init_not_ones",
     ),
 ]
+
+# a mistake that fails a part's float64 check fails its precision check too
+PRECISION_OF = {"test_function_float64_batched": "test_function_float64_precision",
+                "test_module_forward_backward_float64": "test_module_float64_precision"}
+MISTAKES = with_precision_checks(MISTAKES, PRECISION_OF, forward_right=("gamma_buffer",))
 
 # --- correct work in other styles: full marks, no diagnosis -------------------------------------------
 
@@ -164,5 +165,25 @@ ALTERNATIVES = [
          (INIT_REF, "        self.eps = eps\n"
                     "        self.register_parameter(\"gamma\", nn.Parameter(torch.ones(d_model)))"),
          (FORWARD_REF, "        return rms_norm(x, gamma=self.gamma, eps=self.eps)")],
+    ),
+]
+
+# --- right algorithms with float32 internals: only the precision checks are lost -------------------------
+
+PRECISION_CHECKS = set(PRECISION_OF.values())
+PRECISION = [
+    precision(
+        "float64_downcast", "every input computed in float32 and cast back (the module calls the function)",
+        [("compute_dtype = torch.promote_types(x.dtype, torch.float32)", "compute_dtype = torch.float32")],
+        PRECISION_CHECKS,
+    ),
+    precision(
+        "llama_rmsnorm_style", "transformers' LlamaRMSNorm: float32, rsqrt of the variance, cast back, times gamma",
+        [(FUNCTION_REF,
+          "    hidden = x.to(torch.float32)\n"
+          "    variance = hidden.pow(2).mean(-1, keepdim=True)\n"
+          "    hidden = hidden * torch.rsqrt(variance + eps)\n"
+          "    return gamma.to(x.dtype) * hidden.to(x.dtype)")],
+        PRECISION_CHECKS,
     ),
 ]

@@ -1,4 +1,4 @@
-from autograder.examples import alternative, mistake
+from autograder.examples import alternative, mistake, precision, with_precision_checks
 
 FREQS_VALUES = {"test_freqs_default_float32", "test_freqs_theta", "test_freqs_float64"}
 APPLY_ALL = {"test_apply_seq_only_float32", "test_apply_batched_float32", "test_apply_heads_equal_seq",
@@ -52,12 +52,6 @@ MISTAKES = [
         diagnosis="rotation_sign_flipped",
     ),
     mistake(
-        "float32_compute", "apply_rotary_emb always computes in float32 (the chapter's x.float())",
-        [("compute_dtype = torch.promote_types(x.dtype, torch.float32)", "compute_dtype = torch.float32")],
-        {"test_apply_float64"} | SCORE,
-        diagnosis="apply_in_float32",
-    ),
-    mistake(
         "chapter_unsqueeze", "the chapter's cos.unsqueeze(0): [S, D] input gives [1, S, D]; rope_score breaks",
         [("cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)",
           "cos, sin = cos.to(compute_dtype), sin.to(compute_dtype)\n"
@@ -80,16 +74,6 @@ MISTAKES = [
           "freqs = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)")],
         {"test_freqs_theta", "test_score_theta"},
         diagnosis="theta_ignored",
-    ),
-    mistake(
-        "freqs_angles_in_float32",
-        "the chapter's precompute (angles in float32) cast to dtype at the end: float64 tables have float32 precision",
-        [("freqs = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)\n"
-          "    positions = torch.arange(seq_len, dtype=torch.float64)",
-          "freqs = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))\n"
-          "    positions = torch.arange(seq_len).float()")],
-        {"test_freqs_float64"} | SCORE,
-        diagnosis="freqs_in_float32",
     ),
     mistake(
         "exponent_4i_over_d", "frequencies theta ** (-4i/d): arange(0, dim, 2) is already 2i, multiplied by 2 again",
@@ -133,13 +117,6 @@ MISTAKES = [
         diagnosis="score_theta_not_passed",
     ),
     mistake(
-        "score_tables_in_float32", "rope_score calls precompute_rope_freqs without dtype=q.dtype: float32 tables",
-        [("precompute_rope_freqs(q.shape[0], max(pos_q, pos_k) + 1, theta, dtype=q.dtype)",
-          "precompute_rope_freqs(q.shape[0], max(pos_q, pos_k) + 1, theta)")],
-        SCORE,
-        diagnosis="score_tables_in_float32",
-    ),
-    mistake(
         "score_same_row", "rope_score rotates k with row pos_q of the table too: the score is always q·k",
         [("k_rot = apply_rotary_emb(k[None, :], cos[pos_k : pos_k + 1], sin[pos_k : pos_k + 1])[0]",
           "k_rot = apply_rotary_emb(k[None, :], cos[pos_q : pos_q + 1], sin[pos_q : pos_q + 1])[0]")],
@@ -156,6 +133,11 @@ MISTAKES = [
         diagnosis="score_positions_swapped",
     ),
 ]
+
+# a mistake that fails a part's float64 check fails its precision check too
+PRECISION_OF = {"test_freqs_float64": "test_freqs_float64_precision", "test_apply_float64": "test_apply_float64_precision",
+                "test_score_float64": "test_score_float64_precision"}
+MISTAKES = with_precision_checks(MISTAKES, PRECISION_OF)
 
 # --- correct work in other styles: full marks, no diagnosis -------------------------------------------
 
@@ -255,5 +237,30 @@ ALTERNATIVES = [
           "    else:\n"
           "        q = apply_rotary_emb(q.view(1, -1), cos[distance:], sin[distance:]).view(-1)\n"
           "    return q @ k")],
+    ),
+]
+
+# --- right algorithms with float32 internals: only the precision checks are lost -------------------------
+
+PRECISION = [
+    precision(
+        "float32_compute", "apply_rotary_emb always computes in float32 (the chapter's x.float()); rope_score uses it",
+        [("compute_dtype = torch.promote_types(x.dtype, torch.float32)", "compute_dtype = torch.float32")],
+        {"test_apply_float64_precision", "test_score_float64_precision"},
+    ),
+    precision(
+        "freqs_angles_in_float32",
+        "the chapter's precompute (angles in float32, torch.arange(...).float()) cast to dtype at the end",
+        [("freqs = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)\n"
+          "    positions = torch.arange(seq_len, dtype=torch.float64)",
+          "freqs = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))\n"
+          "    positions = torch.arange(seq_len).float()")],
+        {"test_freqs_float64_precision", "test_score_float64_precision"},
+    ),
+    precision(
+        "score_tables_in_float32", "rope_score calls precompute_rope_freqs without dtype=q.dtype: float32 tables",
+        [("precompute_rope_freqs(q.shape[0], max(pos_q, pos_k) + 1, theta, dtype=q.dtype)",
+          "precompute_rope_freqs(q.shape[0], max(pos_q, pos_k) + 1, theta)")],
+        {"test_score_float64_precision"},
     ),
 ]

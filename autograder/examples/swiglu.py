@@ -1,4 +1,4 @@
-from autograder.examples import alternative, mistake
+from autograder.examples import alternative, mistake, precision, with_precision_checks
 
 FORWARD = "return self.W_down(swish(self.W_gate(x)) * self.W_up(x))"
 LINEARS = ("self.W_gate = nn.Linear(d_model, d_ff, bias=False)\n"
@@ -168,6 +168,11 @@ MISTAKES = [
     ),
 ]
 
+# a mistake that fails a part's float64 check fails its precision check too
+PRECISION_OF = {"test_swish_float64": "test_swish_float64_precision",
+                "test_module_forward_backward_float64": "test_module_float64_precision"}
+MISTAKES = with_precision_checks(MISTAKES, PRECISION_OF)
+
 # --- correct work in other styles: full marks, no diagnosis -------------------------------------------
 
 SWISH_REF = "    return a * torch.sigmoid(a)"
@@ -245,5 +250,15 @@ ALTERNATIVES = [
           "    relu_ffn = sum(p.numel() for p in relu.parameters())\n"
           "    swiglu_ffn = sum(p.numel() for p in swiglu.parameters())\n"
           "    return relu_ffn, swiglu_ffn")],
+    ),
+]
+
+# --- right algorithms with float32 internals: only the precision checks are lost -------------------------
+
+PRECISION = [
+    precision(
+        "swish_in_float32", "swish computed in float32 and cast back (the module uses it)",
+        [("    return a * torch.sigmoid(a)", "    return (a.float() * torch.sigmoid(a.float())).to(a.dtype)")],
+        {"test_swish_float64_precision", "test_module_float64_precision"},
     ),
 ]
