@@ -67,3 +67,18 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
 
 def all_assignments(root: Path = REPO_ROOT) -> list[Assignment]:
     return [load_assignment(a, root) for a in ASSIGNMENTS]
+
+
+def assignment_of_notebook(grade_ids: set[str], expected: str) -> str | None:
+    """The other assignment a notebook belongs to, judged by its grade cells: None when it has any grade cell of
+    `expected` (or none of any assignment), else the assignment whose grade cells it holds most of."""
+    cells = {a.id: a.grade_cells | {c for p in a.parts for c in p.answer_cells} for a in _all_cached()}
+    if not grade_ids or grade_ids & cells.get(expected, set()):
+        return None
+    best = max(cells, key=lambda a: len(grade_ids & cells[a]))
+    return best if grade_ids & cells[best] else None
+
+
+@functools.lru_cache(maxsize=1)
+def _all_cached() -> tuple[Assignment, ...]:
+    return tuple(all_assignments())

@@ -72,7 +72,8 @@ def run_ours(course_root: Path, out: Path, assignment_ids: list[str], workers: i
                                       progress=True)
     seconds = time.monotonic() - started
     usage = summary.usage or [{"worker_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}]
-    return BenchFigures(len(summary.results), seconds, [r.seconds for r in summary.results], workers, usage)
+    graded = [r for r in summary.results if r.assignment_id in assignment_ids]  # results holds all of OUT
+    return BenchFigures(len(graded), seconds, [r.seconds for r in graded], workers, usage)
 
 
 def run_nbgrader_autograde(course_root: Path, work: Path, subset: list[tuple[str, str]]) -> tuple[int, float]:

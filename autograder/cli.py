@@ -77,6 +77,19 @@ def grade(
     release_flagged_feedback: bool = typer.Option(
         False, "--release-flagged-feedback",
         help="Also write feedback for submissions whose OS owner is not the student (withheld by default)."),
+    # --- LMS downloads and the settings kept in OUT (issue 13)
+    layout: str = typer.Option("auto", "--layout",
+                               help="How --submissions names students: nbgrader, flat, canvas, moodle, or auto "
+                                    "(recognised)."),
+    lms_roster: Path = typer.Option(None, "--lms-roster",
+                                    help="The LMS's roster export that maps its ids to nbgrader's roster: Canvas's "
+                                         "gradebook CSV, or Moodle's grading worksheet CSV."),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="Print what would be graded (student, assignment, file, how the id was found) "
+                                      "and what would be skipped; grade nothing."),
+    accept_new_settings: bool = typer.Option(
+        False, "--accept-new-settings",
+        help="Grade under this run's settings even where they differ from OUT/settings.json (which they replace)."),
 ):
     """Grade submissions: results.json, grades.csv, one report per student, summary.html, and the gradebook."""
     from autograder.grading_run import GradingRunError, RunOptions, run_grading
@@ -95,11 +108,23 @@ def grade(
                          executor="dask" if scheduler else executor, scheduler=scheduler,
                          gradebook=gradebook, tier=sandbox, allow_weak_sandbox=allow_weak_sandbox,
                          cell_timeout=cell_timeout, probe_timeout=probe_timeout,
-                         submission_timeout=submission_timeout, convention_credit=convention_credit, handin=handin)
+                         submission_timeout=submission_timeout, convention_credit=convention_credit, handin=handin,
+                         layout=layout, lms_roster=lms_roster, dry_run=dry_run, accept_new_settings=accept_new_settings)
     try:
-        summary = run_grading(options, progress=True)
+        summary = run_grading(options, progress=not dry_run)
     except GradingRunError as exc:
         fail(str(exc), exc.exit_code)
+    if dry_run:
+        found = summary.discovery.found
+        typer.echo(f"dry run ({summary.discovery.layout} layout): {len(found)} submission(s) would be graded, "
+                   "nothing is graded")
+        from autograder.validate import safe_text
+
+        for f in found:
+            typer.echo(safe_text(f"  {f.student_id}\t{f.assignment_id}\t{f.notebook}\t{f.how}"))
+        for line in summary.discovery.lines():
+            typer.echo(safe_text(line))
+        return
     summary.print()
     if summary.check_bugs or summary.record_failures:
         typer.secho("error: every other result is written, but the checks above failed on the reference too "
@@ -123,6 +148,7 @@ def extension(
     from autograder.assignments import load_assignment
     from autograder.gradebook import CourseGradebook
     from autograder.grading_run import GradingRunError, resolve_assignments
+    from autograder.locking import LockedError, run_locks
 
     try:
         (assignment_id,) = resolve_assignments([assignment])
@@ -131,9 +157,20 @@ def extension(
     gradebook = course / "gradebook.db"
     if not gradebook.is_file():
         fail(f"{gradebook}: no gradebook here; run this in the course folder or pass --course")
-    with CourseGradebook(gradebook) as gb:
-        gb.grant_extension(load_assignment(assignment_id), student, timedelta(days=days, hours=hours))
-        due = gb.due_date(assignment_id)
+    try:
+        with run_locks("autograde extension", gradebook=gradebook), CourseGradebook(gradebook) as gb:
+            roster = gb.roster()
+            if student not in roster:
+                import difflib
+
+                close = difflib.get_close_matches(student, roster, n=3, cutoff=0.6)
+                fail(f"{student!r} is not on the course's roster ({gradebook}: {len(roster)} student(s))"
+                     + (f"; did you mean {', '.join(repr(c) for c in close)}?" if close else "")
+                     + " Add students with `nbgrader db student import roster.csv`.")
+            gb.grant_extension(load_assignment(assignment_id), student, timedelta(days=days, hours=hours))
+            due = gb.due_date(assignment_id)
+    except LockedError as exc:
+        fail(str(exc))
     length = timedelta(days=days, hours=hours)
     typer.echo(f"{student}: {assignment_id} " + (f"extended by {length}" if length else "extension removed")
                + (f"; due {due + length} UTC" if due else "; the assignment has no due date yet"))
@@ -147,11 +184,36 @@ def report(
     """Re-render the reports, the summary, results.json and grades.csv from stored results, without regrading."""
     from autograder.grading_run import GradingRunError, rerender
 
+    notes: list[str] = []
     try:
-        count = rerender(out, course)
+        count = rerender(out, course, notes)
     except GradingRunError as exc:
         fail(str(exc), exc.exit_code)
+    for line in notes:
+        typer.echo(line)
     typer.echo(f"re-rendered {count} reports in {out / 'reports'} and {out / 'summary.html'}")
+
+
+@app.command("lms-grades")
+def lms_grades(
+    assignment: str = typer.Argument(..., help="Assignment id whose scores go into the LMS's gradebook."),
+    lms_gradebook: Path = typer.Option(..., "--lms-gradebook",
+                                       help="The LMS's own export: Canvas's gradebook CSV, or Moodle's grading "
+                                            "worksheet CSV (downloaded for this assignment)."),
+    out: Path = typer.Option(Path("autograde-out"), "--out", "-o", help="The output folder of an earlier `grade`."),
+    column: str = typer.Option(None, "--lms-column",
+                               help="Canvas: the assignment's column (default: the one named after the assignment)."),
+):
+    """Fill the LMS's exported gradebook with the final scores and write it to OUT/lms/, ready to import."""
+    from autograder.grading_run import GradingRunError, fill_lms_gradebook
+
+    try:
+        report = fill_lms_gradebook(out, assignment, lms_gradebook, column)
+    except GradingRunError as exc:
+        fail(str(exc), exc.exit_code)
+    typer.echo(f"{report.path}: {report.filled} score(s) in column {report.column!r}; import it into the LMS")
+    for name in report.unmapped:
+        typer.echo(f"  not on the roster, left as it was: {name}")
 
 
 @app.command()

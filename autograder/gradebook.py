@@ -75,6 +75,11 @@ class CourseGradebook:
         """The students nbgrader knows (`nbgrader db student import`)."""
         return sorted(s.id for s in self.gb.students)
 
+    def students(self) -> dict[str, dict]:
+        """id -> {"email": ..., "named": whether it has a name or email (imported, not added by autograde)}."""
+        return {s.id: {"email": s.email or "", "named": bool(s.first_name or s.last_name or s.email)}
+                for s in self.gb.students}
+
     def ensure_assignment(self, assignment: Assignment) -> None:
         """The assignment, its notebook and its grade cells, with maxima from the source notebook."""
         if assignment.id in self._prepared:

@@ -19,12 +19,17 @@ from typing import TYPE_CHECKING
 from autograder.assignments import load_assignment
 from autograder.cache import grading_key, submission_key
 from autograder.course import course_secret
-from autograder.discovery import DiscoveryError, FoundSubmission, course_root, find_submissions
+from autograder import lms, run_settings
+from autograder.assignments import assignment_of_notebook
+from autograder.class_record import ClassRecord, ClassState, roster_of
+from autograder.discovery import Discovery, DiscoveryError, FoundSubmission, course_root, discover
 from autograder.executors import Executor, ExecutorError, in_process, run_submissions
 from autograder.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings, submission_timeout
+from autograder.locking import LockedError, run_locks
 from autograder.outputs import (ResultStore, atomic_write, notebook_digest, safe_name, write_grades_csv,
                                 write_results_json)
-from autograder.results import FLAG_ID, FLAG_IDENTITY, STATUS_ERROR, Flag, HandIn, SubmissionResult
+from autograder.results import (FLAG_ID, FLAG_IDENTITY, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, STATUS_ERROR, Flag,
+                                HandIn, SubmissionResult)
 from autograder.validate import safe_text, sanitize_record, student_id_from_name
 from autograder.sandbox import environment, tiers
 from autograder.sandbox.environment import SandboxEnvironmentError
@@ -67,6 +72,10 @@ class RunOptions:
     submission_timeout: float | None = None  # None: c.Autograde.submission_timeout, else 300 s
     convention_credit: float = 0.0
     handin: HandInOptions = field(default_factory=HandInOptions)  # late policy and exchange checks (CLI overrides)
+    layout: str = "auto"  # nbgrader, flat, canvas, moodle (autograder.discovery), or recognised
+    lms_roster: Path | None = None  # the LMS's roster export (Canvas gradebook CSV, Moodle grading worksheet)
+    dry_run: bool = False  # find and print what would be graded; grade nothing, write nothing but unpacked zips
+    accept_new_settings: bool = False  # settings differing from OUT/settings.json replace them instead of stopping
 
 
 @dataclass
@@ -80,36 +89,57 @@ class RunSummary:
     assignment_ids: list[str]
     usage: list[dict] = field(default_factory=list)  # per worker: peak memory (KiB)
     record_failures: list[str] = field(default_factory=list)  # results that could not be recorded at all
+    discovery: Discovery | None = None
+    record: ClassRecord | None = None  # what the exports were built from (every stored result in OUT)
+    settings_changed: bool = False
 
     @property
     def check_bugs(self):
-        """Checks that raised on the reference's output too (bugs of ours): the run exits with EXIT_CHECK_BUG."""
+        """Checks that raised on the reference's output too (bugs of ours), in this run's assignments: the run exits
+        with EXIT_CHECK_BUG."""
         from autograder.report import check_bugs
 
-        return check_bugs(self.results)
+        return check_bugs([r for r in self.results if r.assignment_id in self.assignment_ids])
 
     def rows(self) -> list[tuple]:
+        """Per assignment of the class (every stored result counted in grades.csv): the terminal's table, in the
+        summary page's words (autograder.report.SUMMARY_COLUMNS)."""
+        counted = self.record.counted() if self.record else self.results
         rows = []
-        for a in self.assignment_ids:
-            rs = [r for r in self.results if r.assignment_id == a]
+        for a in ASSIGNMENTS:
+            rs = [r for r in counted if r.assignment_id == a]
             if not rs:
                 continue
             scores = [r.final_score for r in rs]
-            failures = sum(r.status == STATUS_ERROR for r in rs)
-            rows.append((a, len(rs), statistics.mean(scores), statistics.median(scores), rs[0].max_score, failures))
+            errors = sum(r.status == STATUS_ERROR for r in rs)
+            rows.append((a, len(rs), statistics.mean(scores), statistics.median(scores), max(scores),
+                         max(r.max_score for r in rs), errors))
         return rows
+
+    def notes(self) -> list[str]:
+        """What this run did not grade and why, and what the exports leave out."""
+        lines = self.discovery.lines() if self.discovery else []
+        if self.record:
+            lines += self.record.lines()
+        if self.settings_changed:
+            lines.append(f"settings changed (--accept-new-settings): {self.out / run_settings.FILE} rewritten")
+        return [safe_text(line, 2000) for line in lines]  # file and folder names: any bytes
 
     def print(self) -> None:
         from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
 
+        from autograder.report import SUMMARY_COLUMNS
+
         console = Console()
-        table = Table(title="Grading summary")
-        for column in ("assignment", "students", "mean", "median", "max", "failures"):
+        for line in self.notes():
+            console.print(line, markup=False, highlight=False)
+        table = Table(title="Grading summary (every stored result in OUT)")
+        for column in SUMMARY_COLUMNS:
             table.add_column(column, justify="left" if column == "assignment" else "right")
-        for a, n, mean, median, max_score, failures in self.rows():
-            table.add_row(a, str(n), f"{mean:.2f}", f"{median:.2f}", f"{max_score:g}", str(failures))
+        for a, n, mean, median, best, max_score, errors in self.rows():
+            table.add_row(a, str(n), f"{mean:.2f}", f"{median:.2f}", f"{best:g}", f"{max_score:g}", str(errors))
         console.print(table)
         console.print(f"graded {self.graded_now} submission(s); {self.skipped} unchanged since they were graded "
                       "(cached; --force regrades them)")
@@ -141,26 +171,60 @@ def resolve_assignments(names: list[str]) -> list[str]:
 
 
 def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
+    """Find, grade, record and export, holding the locks of OUT and of the gradebook (a second run stops)."""
     assignment_ids = resolve_assignments(opts.assignments)
     out = Path(opts.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise GradingRunError(f"cannot create the output folder {out}: {exc.strerror}") from None
+    course = course_root(Path(opts.submissions)) if Path(opts.submissions).is_dir() else None
+    gradebook_path = Path(opts.gradebook or (course / "gradebook.db" if course else out / "gradebook.db"))
     try:
-        found = find_submissions(Path(opts.submissions), assignment_ids, opts.students or None,
-                                 unpack_to=out / "unpacked")
-    except DiscoveryError as exc:
+        with run_locks(f"autograde grade {' '.join(assignment_ids)}", out, gradebook_path):
+            return _run_grading(opts, assignment_ids, out, course, gradebook_path, progress)
+    except LockedError as exc:
         raise GradingRunError(str(exc)) from None
-    found, id_flags = _validated_ids(found)
+
+
+def gradebook_students(gradebook_path: Path) -> dict[str, dict]:
+    """The gradebook's students (id -> email, named), without creating a gradebook that is not there."""
+    if not Path(gradebook_path).is_file():
+        return {}
+    from autograder.gradebook import CourseGradebook
+
+    with CourseGradebook(gradebook_path) as gb:
+        return gb.students()
+
+
+def _discover(opts: RunOptions, assignment_ids: list[str], out: Path, students: dict[str, dict],
+              roster: list[str]) -> Discovery:
+    try:
+        export = lms.read_export(opts.lms_roster) if opts.lms_roster else None
+        return discover(Path(opts.submissions), assignment_ids, opts.students or None, unpack_to=out / "unpacked",
+                        layout=opts.layout, lms_export=export,
+                        roster={s: students[s]["email"] for s in roster})
+    except (DiscoveryError, lms.LmsError) as exc:
+        raise GradingRunError(str(exc)) from None
+
+
+def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course: Path | None, gradebook_path: Path,
+                 progress: bool) -> RunSummary:
+    state = ClassState.load(out)
+    students = gradebook_students(gradebook_path)
+    roster = roster_of(students, state.added_students)
+    discovery = _discover(opts, assignment_ids, out, students, roster)
+    found, id_flags = _validated_ids(discovery.found)
+    discovery.found = found
+    if opts.dry_run:
+        return RunSummary(out, [], 0, 0, gradebook_path, None, assignment_ids, discovery=discovery)
     record_failures: list[str] = []
-    if not found:
+    if not found and not discovery.conflicts:
         raise GradingRunError(
             f"no submissions of {', '.join(assignment_ids)} in {opts.submissions}: expected nbgrader's layout "
-            "<student>/<assignment>/<assignment>.ipynb, or .ipynb files named after the student (and assignment)",
+            "<student>/<assignment>/<assignment>.ipynb, .ipynb files named after the student (and assignment), "
+            "or a Canvas or Moodle download (--layout)" + "".join(f"\n  {safe_text(line, 2000)}" for line in discovery.lines()),
             exit_code=1)
-    course = course_root(Path(opts.submissions)) if Path(opts.submissions).is_dir() else None
-    gradebook_path = opts.gradebook or (course / "gradebook.db" if course else out / "gradebook.db")
     store = ResultStore(out)
     assignments = {a: load_assignment(a) for a in assignment_ids}
     try:
@@ -178,7 +242,14 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
         handin_settings = load_settings(course, opts.handin)
     except HandInError as exc:
         raise GradingRunError(str(exc)) from None
+    try:  # before anything is graded: a run under other settings than OUT's stops here
+        settings_changed = run_settings.check_and_store(
+            out, run_settings.grade_settings(handin_settings.policy, opts.convention_credit, limits.to_dict()),
+            opts.accept_new_settings)
+    except run_settings.SettingsChanged as exc:
+        raise GradingRunError(str(exc)) from None
     found_by_key = {(f.student_id, f.assignment_id): f for f in found}
+    foreign = {key: _foreign_assignment(f) for key, f in found_by_key.items()}
 
     todo: list[FoundSubmission] = []
     digests, cache_keys, skipped = {}, {}, 0
@@ -214,14 +285,24 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
     except (SandboxUnavailable, SandboxEnvironmentError) as exc:
         raise GradingRunError(str(exc)) from None
 
+    def into_gradebook(gb: "CourseGradebook", result: SubmissionResult) -> None:
+        """Not an unmapped LMS id (no student of the course); a student the gradebook did not have is remembered
+        as added by autograde, so that it is never taken for the roster."""
+        if any(f.kind == FLAG_UNMAPPED for f in result.flags):
+            return
+        if result.student_id not in students and result.student_id not in state.added_students:
+            state.added_students.append(result.student_id)
+            state.save(out)  # before the gradebook has it: a crash in between never makes it look imported
+        gb.record(result, assignments.get(result.assignment_id) or load_assignment(result.assignment_id))
+
     with _closing(grader), CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
         def record_one(result: SubmissionResult, digest: str | None, cache_key: str | None):
             key = (result.student_id, result.assignment_id)
             sanitize_record(result)
-            result.handin = _assess_handin(result, found_by_key.get(key), handin_settings, gb)
+            result.handin = _assess_handin(result, found_by_key.get(key), handin_settings, gb, foreign.get(key))
             if key in id_flags:
                 result.handin = _with_flag(result.handin, id_flags[key])
-            gb.record(result, assignments[result.assignment_id])
+            into_gradebook(gb, result)
             html = write_report(out, result)
             if feedback_root is not None:
                 write_feedback(feedback_root, result, folders.get(key) or _folder(found_by_key.get(key)),
@@ -257,17 +338,56 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
                 continue
             release = handin_settings.release_flagged_feedback and any(
                 flag.kind == FLAG_IDENTITY for flag in stored.result.flags)
-            if release or _assess_handin(stored.result, f, handin_settings, gb) != stored.result.handin:
+            if release or _assess_handin(stored.result, f, handin_settings, gb, foreign.get(key)) \
+                    != stored.result.handin:
                 record(stored.result, stored.notebook_sha256, stored.cache_key)
-        results = store.all(assignment_ids)
+        results = store.all()  # every stored result, whatever this run graded
         graded_now = {(f.student_id, f.assignment_id) for f in todo}
-        for result in results:  # what was graded before (cached, or before an interruption): into the gradebook
-            if (result.student_id, result.assignment_id) not in graded_now:  # again, idempotent
-                gb.record(result, assignments[result.assignment_id])
-        roster = gb.roster()
-    write_exports(out, results, roster, assignment_ids)
+        for result in results:  # what this run's assignments had graded before (cached, or before an
+            key = (result.student_id, result.assignment_id)  # interruption): into the gradebook again, idempotent
+            if result.assignment_id in assignment_ids and key not in graded_now:
+                into_gradebook(gb, result)
+    _update_state(state, discovery, results, assignment_ids, opts.students, gradebook_path, roster)
+    state.save(out)
+    record_ = ClassRecord(results, roster, set(state.not_found), state.conflicts)
+    write_exports(out, record_)
     return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids,
-                      executor.usage, record_failures)
+                      executor.usage, record_failures, discovery, record_, settings_changed)
+
+
+def _update_state(state: ClassState, discovery: Discovery, results: list[SubmissionResult], assignment_ids: list[str],
+                  students: set[str], gradebook: Path, roster: list[str]) -> None:
+    """This run's view of what exists: stored results of its assignments (and --student) that it did not find are
+    no longer found; its conflicts replace the earlier ones of its assignments."""
+    found = {(f.student_id, f.assignment_id) for f in discovery.found}
+    conflicted = {(c.student_id, c.assignment_id) for c in discovery.conflicts}
+    looked = {(r.student_id, r.assignment_id) for r in results
+              if r.assignment_id in assignment_ids and (not students or r.student_id in students)}
+    state.not_found = sorted({k for k in state.not_found if k not in looked}
+                             | {k for k in looked if k not in found and k not in conflicted})
+    state.conflicts = sorted([c for c in state.conflicts if c[1] not in assignment_ids
+                              or (students and c[0] not in students)]
+                             + [(student_id_from_name(c.student_id)[0], c.assignment_id, safe_text(c.reason, 2000))
+                                for c in discovery.conflicts])
+    state.gradebook, state.roster = str(Path(gradebook).resolve()), list(roster)
+
+
+def _foreign_assignment(found: FoundSubmission) -> str | None:
+    """The other assignment a found notebook belongs to (its grade cells), or None; unreadable: None (the grading
+    says why)."""
+    import json
+
+    from autograder.reading import UnreadableNotebook, load_notebook_bytes
+
+    try:
+        nb = json.loads(load_notebook_bytes(found.notebook))
+        cells = nb.get("cells") if isinstance(nb, dict) else None
+        ids = {c["metadata"]["nbgrader"]["grade_id"] for c in cells if isinstance(c, dict)
+               and isinstance(c.get("metadata"), dict) and isinstance(c["metadata"].get("nbgrader"), dict)
+               and isinstance(c["metadata"]["nbgrader"].get("grade_id"), str)} if isinstance(cells, list) else set()
+    except (UnreadableNotebook, ValueError, RecursionError, UnicodeDecodeError):
+        return None
+    return assignment_of_notebook(ids, found.assignment_id)
 
 
 def _validated_ids(found: list[FoundSubmission]) -> tuple[list[FoundSubmission], dict[tuple[str, str], Flag]]:
@@ -309,12 +429,24 @@ def _folder(found: FoundSubmission | None) -> Path | None:
 
 
 def _assess_handin(result: SubmissionResult, found: FoundSubmission | None, settings: HandInSettings,
-                   gb: "CourseGradebook"):
-    """The submission's hand-in record (autograder.handin): identity, time, lateness, penalty."""
+                   gb: "CourseGradebook", foreign: str | None = None):
+    """The submission's hand-in record (autograder.handin): identity, time, lateness, penalty; and the flags of
+    how it was found (an unmapped LMS id, another assignment's notebook)."""
     if found is None:
         return result.handin  # not among this run's submissions: keep what was recorded
-    return assess(result, found.folder, found.notebook, settings, gb.due_date(result.assignment_id),
-                  gb.extension(result.assignment_id, result.student_id))
+    handin = assess(result, found.folder, found.notebook, settings, gb.due_date(result.assignment_id),
+                    gb.extension(result.assignment_id, result.student_id))
+    extra = []
+    if found.unmapped:
+        extra.append(Flag(FLAG_UNMAPPED, f"{found.how}: graded under the LMS id, kept out of grades.csv",
+                          "这份提交的 LMS 账号没有对应到课程名单，成绩待老师核实"))
+    if foreign:
+        extra.append(Flag(FLAG_WRONG_ASSIGNMENT, f"this is a notebook of {foreign}, not of {result.assignment_id}",
+                          f"这是 {foreign} 的笔记本，不是 {result.assignment_id} 的：请提交本次作业的笔记本"))
+    if extra:
+        handin = handin or HandIn()
+        handin.flags = list(handin.flags) + extra
+    return handin
 
 
 def write_report(out: Path, result: SubmissionResult) -> str:
@@ -353,35 +485,74 @@ def write_feedback(feedback_root: Path, result: SubmissionResult, submission_fol
             atomic_write(folder / name, source.read_bytes(), durable=False)
 
 
-def write_exports(out: Path, results: list[SubmissionResult], roster: list[str], assignment_ids: list[str]) -> None:
+def write_exports(out: Path, record: ClassRecord) -> None:
+    """results.json (every stored result, each saying whether grades.csv counts it), grades.csv (the roster's rows;
+    what is left out, out) and summary.html (with what is left out, and why), all from `record`."""
     from autograder.report import render_summary
 
-    write_results_json(results, out / "results.json")
-    write_grades_csv(results, roster, assignment_ids, out / "grades.csv")
-    atomic_write(out / "summary.html", render_summary(results, roster))
+    assignment_ids = [a for a in ASSIGNMENTS if any(r.assignment_id == a for r in record.results)]
+    left_out = {(x.result.student_id, x.result.assignment_id): x.reason for x in record.left_out()}
+    write_results_json(record.results, out / "results.json", left_out)
+    write_grades_csv(record.counted(), record.roster, assignment_ids, out / "grades.csv")
+    atomic_write(out / "summary.html", render_summary(record.counted(), record.roster, left_out=record.left_out(),
+                                                      conflicts=record.conflicts))
 
 
-def rerender(out: Path, course: Path | None = None) -> int:
-    """Reports, summary and exports again from OUT/results/, without grading."""
+def rerender(out: Path, course: Path | None = None, notes: list[str] | None = None) -> int:
+    """Reports, summary and exports again from OUT/results/, without grading; the roster from the course's
+    gradebook (--course), else the gradebook the last `grade` used, else the roster it saw."""
+    out = Path(out)
+    try:
+        with run_locks("autograde report", out, (course / "gradebook.db") if course else None):
+            return _rerender(out, course, notes if notes is not None else [])
+    except LockedError as exc:
+        raise GradingRunError(str(exc)) from None
+
+
+def _rerender(out: Path, course: Path | None, notes: list[str]) -> int:
     store = ResultStore(out)
     results = store.all()
     if not results:
         raise GradingRunError(f"no stored results in {out / 'results'}: run `autograde grade` first", exit_code=1)
-    roster: list[str] = []
-    gradebook = (course / "gradebook.db") if course else (out / "gradebook.db")
-    if gradebook.exists():
-        from autograder.gradebook import CourseGradebook
-
-        with CourseGradebook(gradebook) as gb:
-            roster = gb.roster()
+    state = ClassState.load(out)
+    gradebook = (course / "gradebook.db") if course else Path(state.gradebook) if state.gradebook else out / "gradebook.db"
+    students = gradebook_students(gradebook)
+    roster = roster_of(students, state.added_students) if students else list(state.roster)
     for result in results:
         html = write_report(out, result)
         if course is not None:
             folder = course / "submitted" / nbgrader_folder_name(result.student_id) / result.assignment_id
             write_feedback(course / "feedback", result, folder, f"{result.assignment_id}.ipynb", html)
-    assignment_ids = [a for a in ASSIGNMENTS if any(r.assignment_id == a for r in results)]
-    write_exports(out, results, roster, assignment_ids)
+    record = ClassRecord(results, roster, set(state.not_found), state.conflicts)
+    write_exports(out, record)
+    notes += record.lines()  # what grades.csv leaves out, as `grade` prints it
     return len(results)
+
+
+def fill_lms_gradebook(out: Path, assignment: str, lms_gradebook: Path, column: str | None = None) -> "lms.FillReport":
+    """The LMS's exported gradebook with the assignment's final scores (what grades.csv counts), written to
+    OUT/lms/<its name>; its students mapped to the roster as `--lms-roster` maps them."""
+    (assignment_id,) = resolve_assignments([assignment])
+    out = Path(out)
+    try:
+        with run_locks("autograde lms-grades", out):
+            results = ResultStore(out).all()
+            if not any(r.assignment_id == assignment_id for r in results):
+                raise GradingRunError(f"no stored results of {assignment_id} in {out / 'results'}: grade it first",
+                                      exit_code=1)
+            state = ClassState.load(out)
+            students = gradebook_students(Path(state.gradebook)) if state.gradebook else {}
+            roster = roster_of(students, state.added_students) if students else list(state.roster)
+            record = ClassRecord(results, roster, set(state.not_found), state.conflicts)
+            scores = {r.student_id: r.final_score for r in record.counted() if r.assignment_id == assignment_id}
+            export = lms.read_export(lms_gradebook)
+            return lms.fill_gradebook(export, assignment_id, scores,
+                                      {s: students.get(s, {}).get("email", "") for s in roster},
+                                      out / "lms" / Path(lms_gradebook).name, column)
+    except LockedError as exc:
+        raise GradingRunError(str(exc)) from None
+    except lms.LmsError as exc:
+        raise GradingRunError(str(exc)) from None
 
 
 def import_roster(course: Path, roster_csv: Path) -> None:

@@ -12,6 +12,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -110,11 +111,13 @@ class ResultStore:
         return sorted(results, key=lambda r: (r.student_id, r.assignment_id))
 
 
-def write_results_json(results: list[SubmissionResult], path: Path) -> None:
-    """The list the LMS import reads: per submission, its score and every check."""
+def write_results_json(results: list[SubmissionResult], path: Path,
+                       left_out: dict[tuple[str, str], str] | None = None) -> None:
+    """The list the LMS import reads: per submission, its score and every check, and why grades.csv leaves it out
+    (`left_out`: not on the roster, an unmapped LMS id, no longer found; null when it counts)."""
     rows = []
     for r in results:
-        rows.append({
+        rows.append({"left_out": (left_out or {}).get((r.student_id, r.assignment_id)),
             "student": r.student_id, "assignment": r.assignment_id, "score": r.final_score,
             "raw_score": r.score, "late_penalty": r.penalty, "max_score": r.max_score, "status": r.status, "message": r.message, "tier": r.tier, "grader_version": r.grader_version,
             "parts": [{"grade_id": p.grade_id, "score": p.score, "max_score": p.max_score} for p in r.parts],
@@ -136,10 +139,30 @@ def _handin_json(r: SubmissionResult) -> dict | None:
             "policy": h.policy, "flags": [{"kind": f.kind, "message": f.message} for f in h.flags]}
 
 
+# A spreadsheet runs a cell as a formula when it starts with one of these; an importer that splits a field on
+# another separator (`;` in many locales, a tab, `|`) makes a new cell after each separator.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and full-width forms
+_SEPARATED_FORMULA = re.compile(r"(^|[,;\t|\r\n])(\s*)(?=[=+\-@\uff1d\uff0b\uff0d\uff20])"
+                                r"(?!-(?:$|[,;\t|\r\n]))")  # a lone "-" (an LMS's "no value") is no formula
+
+
 def spreadsheet_safe(value: str) -> str:
-    """A cell a spreadsheet shows as text, never runs as a formula (=, +, -, @, tab, CR at the start)."""
+    """A text cell a spreadsheet shows as text, never runs as a formula: a `'` before every formula character
+    that starts the cell or follows a separator (`,` `;` tab `|` line break), as the cell would be split.
+
+    `x;=1+2;` becomes `x;'=1+2;`, `=HYPERLINK(..)` becomes `'=HYPERLINK(..)`; a tab or CR starting the cell
+    is prefixed too. Plain text and numbers written as text are unchanged."""
     text = str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    text = _SEPARATED_FORMULA.sub(lambda m: m.group(1) + m.group(2) + "'", text)
+    return "'" + text if text[:1] in ("\t", "\r", "\n") else text
+
+
+def safe_cell(value: str) -> str:
+    """A CSV cell written back as it was read: a plain number (`10`, `-1`, `2.5`) as it is, text spreadsheet-safe."""
+    text = str(value)
+    if re.fullmatch(r"\s*-?\d+(\.\d+)?\s*", text):
+        return text
+    return spreadsheet_safe(text)
 
 
 CSV_COLUMNS = ("", "_raw", "_penalty", "_flags")  # per assignment: final score, raw score, penalty, flags

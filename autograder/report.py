@@ -8,11 +8,14 @@ Rendering only: no grading, no file discovery. Everything that came from a stude
 messages, written answers, typed hand answers, even the student id) reaches the page through Jinja2
 with autoescaping on: it is text, never markup. The only markup made here is the score plot, an SVG
 that matplotlib draws from numbers alone. Check details are whitelisted (`SAFE_DETAIL_KEYS`); the
-seed, the inputs and the expected values are never rendered. Pages are self-contained: inline CSS,
-no scripts, no external resources.
+seed, the inputs and the expected values are never rendered. Pages are self-contained: inline CSS and no
+external resources; the reports have no scripts, the summary one small inline script (sorting and filtering its
+table of students, allowed by its hash in the page's Content-Security-Policy) that reads no student text as markup.
 """
 
+import base64
 import functools
+import hashlib
 import io
 import math
 import re
@@ -20,13 +23,15 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import PurePath
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
 from autograder import __version__
 from autograder.diagnosis import explain, heading
-from autograder.results import FLAG_IDENTITY, FLAG_TIME, STATUS_ERROR, CheckResult, PartResult, SubmissionResult
+from autograder.results import (FLAG_IDENTITY, FLAG_TIME, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, STATUS_ERROR,
+                                CheckResult, PartResult, SubmissionResult)
 from autograder.sandbox.tiers import PROTECTS
 from solutions import ASSIGNMENTS
 from solutions.student_params import HAND_ASSIGNMENTS, student_answers, student_params
@@ -395,7 +400,8 @@ def _handin_view(result: SubmissionResult) -> dict | None:
     h = result.handin
     if h is None:
         return None
-    flags = [f.message_zh for f in h.flags if f.kind in (FLAG_IDENTITY, FLAG_TIME)]
+    flags = [f.message_zh for f in h.flags if f.kind in (FLAG_IDENTITY, FLAG_TIME, FLAG_UNMAPPED,
+                                                          FLAG_WRONG_ASSIGNMENT)]
     if not (h.due or h.penalty or flags):
         return None
     return {
@@ -555,7 +561,7 @@ def _assignment_summary(aid: str, results: list[SubmissionResult], roster: list[
         "errors": sum(r.status == STATUS_ERROR for r in results),
         "mean": fmt_points(statistics.mean(scores)) if scores else "—",
         "median": fmt_points(statistics.median(scores)) if scores else "—",
-        "max": fmt_points(max(scores)) if scores else "—",
+        "best": fmt_points(max(scores)) if scores else "—",
         "max_score": fmt_points(max_score),
         "mean_fraction": statistics.mean(scores) / max_score if scores and max_score else 0.0,
         "plot": score_plot_svg(scores, max_score) if results else None,
@@ -593,8 +599,106 @@ def check_bugs(results: list[SubmissionResult]) -> list[CheckBug]:
     return sorted(found.values(), key=lambda b: (assignment_order(b.assignment_id), b.check))
 
 
-def render_summary(results: list[SubmissionResult], roster: list[str] | None = None) -> str:
-    """The class summary for the instructor (English): per assignment statistics, plots, checks, flags."""
+# The terminal's summary table and the page's overview use these words for the same numbers: "best" is the best
+# score achieved, "out of" the assignment's maximum (grading_run.RunSummary.print).
+SUMMARY_COLUMNS = ("assignment", "submitted", "mean", "median", "best", "out of", "errors")
+
+LEFT_OUT_FLAGS = {"not on the roster": "not_on_roster", "unmapped LMS id": "unmapped",
+                  "submission no longer found": "not_found"}
+
+
+def report_href(student_id: str, assignment_id: str) -> str:
+    """The report's address relative to summary.html (OUT/reports/<safe name>/<assignment>.html), URL-encoded."""
+    from autograder.outputs import safe_name
+
+    return f"reports/{quote(safe_name(student_id), safe='')}/{quote(assignment_id, safe='')}.html"
+
+
+def _student_rows(results: list[SubmissionResult], roster: list[str] | None, assignment_ids: list[str],
+                  left_out: list, borrowed: list[BorrowedAnswers]) -> list[dict]:
+    """One row per student (the roster, then anyone else with a result): scores per assignment with the report's
+    link, the total of what grades.csv counts, and the flags."""
+    counted = {(r.student_id, r.assignment_id): r for r in results}
+    left = {(x.result.student_id, x.result.assignment_id): x for x in left_out}
+    copied = {(b.student_id, b.assignment_id) for b in borrowed if not b.weak}
+    students = list(dict.fromkeys(list(roster or ()) + sorted({k[0] for k in counted} | {k[0] for k in left})))
+    rows = []
+    for student in students:
+        cells, flags, total = [], set(), 0.0
+        for a in assignment_ids:
+            r, x = counted.get((student, a)), left.get((student, a))
+            shown = r or (x.result if x else None)
+            if shown is None:
+                cells.append(None)
+                if roster and student in roster:
+                    flags.add("missing")
+                continue
+            if r is not None:
+                total += r.final_score
+            else:
+                flags.add(LEFT_OUT_FLAGS.get(x.reason, "left_out"))
+            flags.update(f.kind for f in shown.flags)
+            if shown.status == STATUS_ERROR:
+                flags.add("error")
+            if shown.handin and shown.handin.seconds_late > 0:
+                flags.add("late")
+            if (student, a) in copied:
+                flags.add("borrowed")
+            cells.append({"score": fmt_points(shown.final_score), "value": shown.final_score,
+                          "href": report_href(student, a), "counted": r is not None})
+        rows.append({"student": student, "cells": cells, "total": fmt_points(total), "total_value": total,
+                     "flags": sorted(flags)})
+    return rows
+
+
+# Sorting by a column and filtering by a flag; text is set with textContent only, nothing is parsed as markup.
+TABLE_SCRIPT = """
+(function () {
+  var table = document.getElementById("students"), body = table.tBodies[0];
+  var filter = document.getElementById("flag-filter"), count = document.getElementById("shown");
+  function apply() {
+    var want = filter.value, shown = 0;
+    for (var i = 0; i < body.rows.length; i++) {
+      var flags = (body.rows[i].getAttribute("data-flags") || "").split(" ");
+      var show = want === "" || (want === "*" ? flags[0] !== "" : flags.indexOf(want) >= 0);
+      body.rows[i].hidden = !show;
+      if (show) shown++;
+    }
+    count.textContent = String(shown);
+  }
+  filter.addEventListener("change", apply);
+  var heads = table.tHead.rows[0].cells;
+  for (var c = 0; c < heads.length; c++) {
+    heads[c].addEventListener("click", (function (col) {
+      return function () {
+        var down = this.getAttribute("aria-sort") === "ascending";
+        for (var k = 0; k < heads.length; k++) heads[k].removeAttribute("aria-sort");
+        this.setAttribute("aria-sort", down ? "descending" : "ascending");
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (a, b) {
+          var x = a.cells[col].getAttribute("data-v"), y = b.cells[col].getAttribute("data-v");
+          var nx = parseFloat(x), ny = parseFloat(y);
+          var d = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : String(x).localeCompare(String(y));
+          return down ? -d : d;
+        });
+        for (var r = 0; r < rows.length; r++) body.appendChild(rows[r]);
+      };
+    })(c));
+  }
+  apply();
+})();
+"""
+TABLE_SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(TABLE_SCRIPT.encode()).digest()).decode()
+
+
+def render_summary(results: list[SubmissionResult], roster: list[str] | None = None, left_out: list | None = None,
+                   conflicts: list | None = None) -> str:
+    """The class summary for the instructor (English): per assignment statistics, plots, checks, flags; a table of
+    every student (scores per assignment linking each report, flags), and what grades.csv leaves out and why.
+
+    `results`: what grades.csv counts; `left_out`: autograder.class_record.LeftOut records (a result and the
+    reason); `conflicts`: (student, assignment, reason) not graded."""
+    left_out, conflicts = list(left_out or ()), list(conflicts or ())
     by_assignment: dict[str, list[SubmissionResult]] = {}
     for r in results:
         by_assignment.setdefault(r.assignment_id, []).append(r)
@@ -603,12 +707,21 @@ def render_summary(results: list[SubmissionResult], roster: list[str] | None = N
         _assignment_summary(aid, by_assignment[aid], roster, [b for b in borrowed if b.assignment_id == aid])
         for aid in sorted(by_assignment, key=assignment_order)
     ]
+    column_ids = sorted(set(by_assignment) | {x.result.assignment_id for x in left_out}, key=assignment_order)
+    students = _student_rows(results, roster, column_ids, left_out, borrowed)
+    flag_kinds = sorted({f for row in students for f in row["flags"]})
     tiers = sorted({r.tier for r in results if r.tier})
     versions = sorted({r.grader_version for r in results if r.grader_version})
     return _env.get_template("summary.html.j2").render(
         check_bugs=check_bugs(results),
         assignments=assignments, total=len(results), students=len({r.student_id for r in results}),
-        roster_size=len(roster) if roster is not None else None, borrowed_total=sum(not b.weak for b in borrowed),
+        roster_size=len(roster) if roster else None, borrowed_total=sum(not b.weak for b in borrowed),
         tiers=[(t, PROTECTS.get(t, "")) for t in tiers], versions=versions or [__version__],
-        version=__version__,
+        version=__version__, columns=SUMMARY_COLUMNS, student_rows=students, column_ids=column_ids,
+        flag_kinds=flag_kinds, script=Markup(TABLE_SCRIPT), script_hash=TABLE_SCRIPT_HASH,
+        left_out=[{"student": x.result.student_id, "assignment": x.result.assignment_id, "reason": x.reason,
+                   "score": fmt_points(x.result.final_score), "href": report_href(x.result.student_id,
+                                                                                  x.result.assignment_id)}
+                  for x in left_out],
+        conflicts=[{"student": c[0], "assignment": c[1], "reason": c[2]} for c in conflicts],
     )

@@ -48,7 +48,7 @@ class CellRun:
 class Flag:
     """Something about how a submission was handed in that the instructor should look at (grading still ran)."""
 
-    kind: str  # FLAG_IDENTITY, FLAG_TIME or FLAG_UNVERIFIED
+    kind: str  # FLAG_IDENTITY, FLAG_TIME, FLAG_UNVERIFIED, FLAG_UNMAPPED or FLAG_WRONG_ASSIGNMENT
     message: str  # for the instructor (English)
     message_zh: str  # for the student's report (Chinese)
 
@@ -57,6 +57,8 @@ FLAG_IDENTITY = "identity"  # the operating system says someone else wrote it
 FLAG_TIME = "time"  # the student-written timestamp.txt disagrees with when the exchange saw it land
 FLAG_UNVERIFIED = "unverified"  # an exchange is configured but the submission's inbound folder is not there
 FLAG_ID = "id"  # the student id found for it was not printable UTF-8: graded under an escaped id
+FLAG_UNMAPPED = "unmapped"  # an LMS id not mapped to nbgrader's roster: graded under the LMS id, kept out of grades.csv
+FLAG_WRONG_ASSIGNMENT = "wrong_assignment"  # the notebook's grade cells are another assignment's
 
 
 @dataclass

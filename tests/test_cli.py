@@ -87,7 +87,7 @@ def test_results_json_lists_every_submission_and_check(graded_course):
     assert by_student["carol"]["score"] == 8  # the hand part (2 points) lost: another student's numbers
     for check in by_student["alice"]["checks"]:
         assert set(check) >= {"name", "grade_id", "passed", "points", "max_points", "message", "diagnosis"}
-    assert "Grading summary" in output and "failures" in output
+    assert "Grading summary" in output and "errors" in output and "out of" in output
 
 
 def test_grades_csv_has_the_roster_and_escapes_formulas(graded_course):

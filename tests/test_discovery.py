@@ -63,3 +63,76 @@ def test_missing_and_unreadable_sources_are_clear_errors(tmp_path):
     not_zip.write_text("x")
     with pytest.raises(DiscoveryError, match="not a folder and not a zip"):
         find_submissions(not_zip, ["rmsnorm"], unpack_to=tmp_path / "u")
+
+
+# --- issue 13: every notebook found, skipped with a reason, or in conflict; LMS names ---------------------------
+
+from autograder.discovery import discover  # noqa: E402
+from autograder.lms import parse_canvas_name, parse_moodle_name, students_own_name  # noqa: E402
+
+
+def accounted(result, root):
+    """Every notebook under root is found, skipped or in a conflict: none silently dropped."""
+    seen = {f.notebook for f in result.found} | {s.notebook for s in result.skipped} | {
+        p for c in result.conflicts for p in c.notebooks}
+    assert seen == set(root.rglob("*.ipynb"))
+
+
+def test_flat_folder_two_files_for_one_student_are_a_conflict(tmp_path):
+    touch(tmp_path / "alice_rmsnorm.ipynb")
+    touch(tmp_path / "sub" / "alice-rmsnorm.ipynb")
+    touch(tmp_path / "bob_rmsnorm.ipynb")
+    touch(tmp_path / "carol" / "rmsnorm.ipynb")  # the usual name inside a student's folder: the folder names her
+    touch(tmp_path / "notes.ipynb")
+    touch(tmp_path / "dave_rope.ipynb")  # another assignment than asked for
+    result = discover(tmp_path, ["rmsnorm", "swiglu"])
+    assert [(f.student_id, f.how) for f in result.found] == [("bob", "file name"), ("carol", "folder name")]
+    assert [(c.student_id, c.assignment_id, len(c.notebooks)) for c in result.conflicts] == [("alice", "rmsnorm", 2)]
+    accounted(result, tmp_path)
+    lines = "\n".join(result.lines())
+    assert "conflict: alice/rmsnorm not graded (its stored result is kept)" in lines
+    assert "skipped notes.ipynb: its name holds none of the assignment ids" in lines
+    assert "skipped 1 notebook(s) of assignments not asked for" in lines
+
+
+def test_canvas_names(tmp_path):
+    assert parse_canvas_name("wangfang_12345_67890_rmsnorm.ipynb").user_id == "12345"
+    late = parse_canvas_name("wangfang_late_12345_67891_rmsnorm-2.ipynb")
+    assert late.late and late.attachment_id == 67891 and students_own_name(late.file) == "rmsnorm.ipynb"
+    assert parse_canvas_name("alice_rmsnorm.ipynb") is None
+    assert parse_canvas_name("x_1_2_alice_99_98_rmsnorm.ipynb").user_id == "1"  # the LMS's part comes first
+    for name in ("b_7_1_rmsnorm.ipynb", "b_7_3_rmsnorm-1.ipynb", "b_7_2_alice_rmsnorm.ipynb", "c_8_4_a.ipynb",
+                 "c_8_5_b.ipynb", "readme.ipynb"):
+        touch(tmp_path / name)
+    result = discover(tmp_path, ["rmsnorm"], layout="canvas")
+    assert [(f.student_id, f.notebook.name, f.unmapped) for f in result.found] == [
+        ("canvas:7", "b_7_3_rmsnorm-1.ipynb", True)]  # the latest upload named after the assignment
+    assert [c.student_id for c in result.conflicts] == ["canvas:8"]  # two notebooks, none named rmsnorm.ipynb
+    accounted(result, tmp_path)
+    assert any("readme.ipynb: not named as Canvas names" in line for line in result.lines())
+
+
+def test_moodle_names_and_a_download_of_one_assignment(tmp_path):
+    folder = parse_moodle_name("Wang Fang_1234_assignsubmission_file_")
+    assert (folder.full_name, folder.participant_id, folder.plugin, folder.file) == ("Wang Fang", "1234", "file", "")
+    flat = parse_moodle_name("Wang Fang_1234_assignsubmission_file_rmsnorm.ipynb")
+    assert flat.file == "rmsnorm.ipynb"
+    touch(tmp_path / "Wang Fang_1234_assignsubmission_file_" / "rmsnorm.ipynb")
+    touch(tmp_path / "Li Lei_77_assignsubmission_file_rmsnorm (1).ipynb")
+    result = discover(tmp_path, ["rmsnorm"])
+    assert result.layout == "moodle"
+    assert sorted(f.student_id for f in result.found) == ["moodle:1234", "moodle:77"]
+    with pytest.raises(DiscoveryError, match="holds one assignment"):
+        discover(tmp_path, ["rmsnorm", "rope"], layout="moodle")
+    with pytest.raises(DiscoveryError, match="unknown layout"):
+        discover(tmp_path, ["rmsnorm"], layout="blackboard")
+
+
+def test_a_canvas_download_is_recognised_even_with_a_stray_file(tmp_path):
+    touch(tmp_path / "wangfang_12345_67890_rmsnorm.ipynb")
+    touch(tmp_path / "lilei_late_222_333_homework.ipynb")
+    touch(tmp_path / "instructions_rmsnorm.ipynb")
+    result = discover(tmp_path, ["rmsnorm"])
+    assert result.layout == "canvas"
+    assert sorted(f.student_id for f in result.found) == ["canvas:12345", "canvas:222"]  # never wangfang_12345_67890
+    assert [s.notebook.name for s in result.skipped] == ["instructions_rmsnorm.ipynb"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.discovery import FoundSubmission
+from autograder.discovery import Discovery, FoundSubmission
 from autograder.grading_run import GradingRunError, RunOptions, run_grading
 from autograder.outputs import ResultStore
 from autograder.sandbox import tiers, uids
@@ -173,8 +173,8 @@ def test_a_student_id_with_a_slash_stays_inside_the_output_folder(tmp_path, monk
     (folder / "rmsnorm.ipynb").write_bytes(b"{")  # an error: no sandbox needed for what this tests
     (course / "nbgrader_config.py").write_text("")
     sid = "../../escaped/../x/evil"
-    monkeypatch.setattr(autograder.grading_run, "find_submissions", lambda *a, **k: [
-        FoundSubmission(sid, "rmsnorm", folder / "rmsnorm.ipynb", folder)])
+    monkeypatch.setattr(autograder.grading_run, "discover", lambda *a, **k: Discovery(
+        "nbgrader", course / "submitted", [FoundSubmission(sid, "rmsnorm", folder / "rmsnorm.ipynb", folder)]))
     out = tmp_path / "work" / "out"
     before = tree_fingerprint(tmp_path)
     summary = run_grading(RunOptions(assignments=["rmsnorm"], submissions=course / "submitted", out=out,

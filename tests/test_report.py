@@ -11,8 +11,8 @@ from html.parser import HTMLParser
 import pytest
 
 from autograder import REPO_ROOT
-from autograder.report import (DETAIL_LABELS, SAFE_DETAIL_KEYS, TIER_NOTES, BorrowedAnswers, find_borrowed_hand_answers,
-                               render_report, render_summary)
+from autograder.report import (DETAIL_LABELS, SAFE_DETAIL_KEYS, TABLE_SCRIPT, TABLE_SCRIPT_HASH, TIER_NOTES,
+                               BorrowedAnswers, find_borrowed_hand_answers, render_report, render_summary)
 from autograder.results import CellRun, CheckResult, PartResult, SubmissionResult
 from autograder.sandbox.tiers import PROTECTS
 from solutions.student_params import student_answers, student_params
@@ -95,7 +95,18 @@ def hostile_result() -> SubmissionResult:
 # --- escaping ---------------------------------------------------------------------------------------------
 
 
+def without_the_table_script(page: str) -> str:
+    """The summary's one script is ours (TABLE_SCRIPT, allowed by its hash and nothing else): the page without it."""
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
+    assert scripts == [TABLE_SCRIPT], "one script, the table's"
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page)[1]
+    assert f"script-src '{TABLE_SCRIPT_HASH}'" in csp and "unsafe-inline" not in csp.split("script-src")[1]
+    return page.replace(f"<script>{TABLE_SCRIPT}</script>", "")
+
+
 def assert_no_live_markup(page: str):
+    if "<script>" in page and TABLE_SCRIPT in page:
+        page = without_the_table_script(page)
     tags = Tags(page).tags
     assert not [t for t, _ in tags if t in ("script", "img", "iframe", "object", "embed", "link")], "live markup"
     assert not [(t, a) for t, a in tags for name in a if name.startswith("on")], "an event handler attribute"
@@ -135,10 +146,12 @@ def test_written_answer_is_plain_text_and_not_scored():
 
 
 def resource_references(page: str) -> list:
-    """Attributes that would make a browser fetch something (in-page #anchors are fine)."""
+    """Attributes that would make a browser fetch something (in-page #anchors and links to the reports beside the
+    summary, `reports/...`, are fine)."""
     return [(tag, name, value) for tag, attrs in Tags(page).tags for name, value in attrs.items()
             if name in ("src", "srcset", "action", "data", "poster", "background", "xlink:href", "href")
             and not (value or "").startswith("#")
+            and not (tag == "a" and name == "href" and re.fullmatch(r"reports/[^/:?#]+/\w+\.html", value or ""))
             or name == "style" and "url(" in (value or "")]
 
 
@@ -153,7 +166,7 @@ def test_report_is_offline():
 
 def test_summary_is_offline_and_embeds_an_svg_plot():
     results = [rmsnorm_result("alice"), rmsnorm_result("bob", hand_ok=False), hostile_result()]
-    page = render_summary(results, roster=["alice", "bob", "carol"])
+    page = without_the_table_script(render_summary(results, roster=["alice", "bob", "carol"]))
     assert page.count("<svg") == 2 and page.count("</svg>") == 2  # one plot per assignment
     assert "<?xml" not in page and "<!DOCTYPE svg" not in page
     assert not re.search(r"https?://", page)
@@ -323,3 +336,23 @@ def test_screenshot_is_not_blank(tmp_path):
         histogram = gray.histogram()
         assert max(histogram) < 0.97 * sum(histogram), "almost one colour: nothing rendered"
         assert sum(1 for n in histogram if n) > 20
+
+
+def test_the_summary_of_2000_students_stays_under_5_mb():
+    """Six assignments for 2,000 students, some flagged: one table row per student, links to each report."""
+    from solutions import ASSIGNMENTS
+    from autograder.results import Flag, HandIn
+
+    results = []
+    for i in range(2000):
+        for aid in ASSIGNMENTS:
+            r = rmsnorm_result(f"2024{i:06d}", hand_answers={}, assignment_id=aid)
+            if i % 7 == 0:
+                r.handin = HandIn(seconds_late=3600.0, penalty=1.0, flags=[Flag("time", "late-ish " * 5, "晚")])
+            results.append(r)
+    page = render_summary(results, roster=[f"2024{i:06d}" for i in range(2010)])
+    assert len(page.encode()) < 5 * 1024**2, len(page.encode())
+    table = page.split('<table id="students">')[1].split("</table>")[0]
+    assert table.count("<tr data-flags=") == 2010
+    assert table.count('href="reports/') == 12000
+    assert table.count('data-flags="late time"') == 286 and table.count('data-flags="missing"') == 10

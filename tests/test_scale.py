@@ -11,7 +11,7 @@ import pytest
 from autograder.engine import GradingOptions, Submission
 from autograder.examples import mistakes, notebook_with_edits
 from autograder.executors import Executor, run_submissions
-from autograder.grading_run import RunOptions, run_grading
+from autograder.grading_run import GradingRunError, RunOptions, run_grading
 from conftest import release_notebook
 from grading_helpers import TEST_LIMITS
 
@@ -89,8 +89,11 @@ def test_the_cache_skips_unchanged_work_and_regrades_changes(tmp_path):
     assert by_student["ben"].score == 10 and by_student["eve"].score == 10
     assert by_student["eve"].seed != by_student["ana"].seed  # graded on eve's own inputs, not ana's result
 
-    # other limits are another grading: everything again; --force regrades what is unchanged
-    assert run(cell_timeout=9).graded_now == 5
+    # other limits are another grading (accepted: OUT/settings.json holds the old): everything again; --force
+    # regrades what is unchanged
+    with pytest.raises(GradingRunError, match="limits.cell_timeout: 8 \\(stored\\) -> 9 \\(this run\\)"):
+        run(cell_timeout=9)
+    assert run(cell_timeout=9, accept_new_settings=True).graded_now == 5
     assert run(cell_timeout=9).graded_now == 0
     assert run(cell_timeout=9, force=True).graded_now == 5
 
