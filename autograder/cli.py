@@ -18,6 +18,20 @@ EXIT_BAD_INPUT = 2  # bad arguments, no such assignment, unreadable folder
 EXIT_NOTHING = 1  # nothing to grade
 
 
+def _print_version(value: bool):
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the grader version and exit."),
+):
+    """Grade the chapter's six assignments (rmsnorm, gqa_saving, gradient_flow, rope, swiglu, mla)."""
+
+
 def fail(message: str, code: int = EXIT_BAD_INPUT):
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)

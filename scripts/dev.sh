@@ -20,9 +20,11 @@ setup() {
     fi
     [ -n "$python" ] || { echo "error: Python 3.11 not found; set PYTHON=/path/to/python3.11" >&2; exit 1; }
     [ -x "$VENV/bin/python" ] || "$python" -m venv "$VENV"
-    # torch first, pinned: the CPU build 2.13.0; pyproject's range then installs nothing more
+    # torch first, pinned: the CPU build 2.13.0; everything after it is installed with the constraints file
+    # that pins it (environment/constraints.txt), so nothing that depends on torch can replace it
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check torch==2.13.0
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c environment/constraints.txt \
+        -e ".[test,dask]"
     export PATH="$PWD/$VENV/bin:$PATH"  # nbgrader runs `alembic` from PATH
     # the sandbox: bubblewrap from Debian, and its own torch-only Python environment
     if ! command -v bwrap >/dev/null; then
