@@ -76,6 +76,8 @@ class RunSummary:
     feedback: Path | None
     assignment_ids: list[str]
     usage: list[dict] = field(default_factory=list)  # per worker: peak memory (KiB)
+    restored: int = 0  # submissions whose auto scores in the gradebook had been changed by something else
+    restored_feedback: int = 0  # submissions whose feedback page something else had replaced
 
     def rows(self) -> list[tuple]:
         rows = []
@@ -105,6 +107,16 @@ class RunSummary:
         console.print(f"reports:  {self.out / 'reports'}/<student>/<assignment>.html")
         console.print(f"summary:  {self.out / 'summary.html'}")
         console.print(f"gradebook: {self.gradebook}  (nbgrader export)")
+        if self.restored:
+            console.print(f"gradebook: restored autograde's scores of {self.restored} submission(s) whose auto scores "
+                          "had been changed since they were graded (e.g. by `nbgrader autograde`)")
+        if self.restored_feedback:
+            console.print(f"feedback: restored autograde's reports of {self.restored_feedback} submission(s) that had "
+                          "been replaced (e.g. by `nbgrader generate_feedback`)")
+        pending = [r for r in self.results if r.pending_points]
+        if pending:
+            console.print(f"pending: {len(pending)} submission(s) have written answers to grade by hand "
+                          f"({sum(r.pending_points for r in pending):g} points): formgrader (README)")
         if self.feedback:
             console.print(f"feedback: {self.feedback}/<student>/<assignment>/  (nbgrader release_feedback)")
 
@@ -157,14 +169,17 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
 
     todo: list[FoundSubmission] = []
     digests, cache_keys, skipped = {}, {}, 0
+    ours: dict[tuple[str, str], dict] = {}  # the auto scores this grader last wrote, per submission
     for f in found:
         try:
             digest = notebook_digest(f.notebook)
         except OSError:
             digest = None  # graded anyway: reading it fails inside, as that submission's error status
         key = submission_key(keys[f.assignment_id], f.student_id, digest)
-        stored = None if opts.force else store.load(f.student_id, f.assignment_id)
-        if stored is not None and key is not None and stored.cache_key == key:
+        stored = store.load(f.student_id, f.assignment_id)
+        if stored is not None:
+            ours[(f.student_id, f.assignment_id)] = {p.grade_id: p.auto_score for p in stored.result.parts}
+        if not opts.force and stored is not None and key is not None and stored.cache_key == key:
             skipped += 1
             continue
         todo.append(f)
@@ -179,6 +194,7 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
             zygote = Zygote(environment.locate(), tier, limits.startup_timeout).launch()
         except (SandboxEnvironmentError, OSError) as exc:
             raise GradingRunError(str(exc)) from None
+    from autograder.autograded import write_autograded
     from autograder.engine import Grader, GradingOptions, Submission
     from autograder.gradebook import CourseGradebook
 
@@ -189,12 +205,24 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
     except (SandboxUnavailable, SandboxEnvironmentError) as exc:
         raise GradingRunError(str(exc)) from None
 
+    restored: set[tuple[str, str]] = set()  # submissions whose auto scores something else had changed
+    restored_feedback: set[tuple[str, str]] = set()  # ... and whose feedback page something else had replaced
+
     with _closing(grader), CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
+        def into_gradebook(result: SubmissionResult) -> None:
+            key = (result.student_id, result.assignment_id)
+            if _replaced_foreign(gb.record(result, assignments[result.assignment_id]), ours.get(key)):
+                restored.add(key)
+
         def record(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None):
             key = (result.student_id, result.assignment_id)
+            # the instructor's grades from formgrader first: they are part of the raw score the penalty is of
+            result.apply_manual_grades(gb.manual_grades(assignments[result.assignment_id], result.student_id))
             result.handin = _assess_handin(result, found_by_key.get(key), handin_settings, gb)
-            gb.record(result, assignments[result.assignment_id])
+            into_gradebook(result)
             html = write_report(out, result)
+            if course is not None:  # what formgrader and nbgrader's generate_feedback read
+                write_autograded(course, result, found_by_key.get(key))
             if feedback_root is not None:
                 write_feedback(feedback_root, result, folders.get(key) or _folder(found_by_key.get(key)),
                                assignments[result.assignment_id].source.name, html,
@@ -216,17 +244,45 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
                 continue
             release = handin_settings.release_flagged_feedback and any(
                 flag.kind == FLAG_IDENTITY for flag in stored.result.flags)
-            if release or _assess_handin(stored.result, f, handin_settings, gb) != stored.result.handin:
+            graded_by_hand = stored.result.apply_manual_grades(
+                gb.manual_grades(assignments[f.assignment_id], f.student_id))  # since: in formgrader
+            # scores something else wrote (nbgrader autograde): ours back, and our feedback (generate_feedback's went)
+            into_gradebook(stored.result)
+            overwritten = key in restored
+            if feedback_root is not None and _foreign_feedback(feedback_root, stored.result):
+                restored_feedback.add(key)  # `nbgrader generate_feedback` wrote its own page there
+                overwritten = True
+            if (release or graded_by_hand or overwritten
+                    or _assess_handin(stored.result, f, handin_settings, gb) != stored.result.handin):
                 record(stored.result, stored.notebook_sha256, stored.cache_key)
         results = store.all(assignment_ids)
         graded_now = {(f.student_id, f.assignment_id) for f in todo}
         for result in results:  # what was graded before (cached, or before an interruption): into the gradebook
             if (result.student_id, result.assignment_id) not in graded_now:  # again, idempotent
-                gb.record(result, assignments[result.assignment_id])
+                into_gradebook(result)
         roster = gb.roster()
     write_exports(out, results, roster, assignment_ids)
     return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids,
-                      executor.usage)
+                      executor.usage, restored=len(restored), restored_feedback=len(restored_feedback))
+
+
+FEEDBACK_MARK = b'<meta name="generator" content="autograde">'  # in every report (templates/base.html.j2)
+
+
+def _foreign_feedback(feedback_root: Path, result: SubmissionResult) -> bool:
+    """Is the submission's feedback page there but not ours (`nbgrader generate_feedback` writes its own)?"""
+    page = feedback_root / nbgrader_folder_name(result.student_id) / result.assignment_id / f"{result.assignment_id}.html"
+    try:
+        with open(page, "rb") as f:
+            return FEEDBACK_MARK not in f.read(4096)
+    except OSError:
+        return False  # none (withheld, or not written yet): nothing replaced
+
+
+def _replaced_foreign(replaced: dict[str, float | None], ours: dict | None) -> bool:
+    """Did the gradebook hold auto scores this grader had not written (`nbgrader autograde` writes its own)?
+    `replaced`: grade_id -> the value it held before; `ours`: what this grader last wrote (None: never)."""
+    return any(old is not None and old != (ours or {}).get(grade_id) for grade_id, old in replaced.items())
 
 
 def _folder(found: FoundSubmission | None) -> Path | None:

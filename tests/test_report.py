@@ -1,6 +1,7 @@
 """The HTML reports: student text stays text, nothing hidden leaks, pages are offline, borrowed hand answers
 are found. Results are built directly (no grading, no sandbox)."""
 
+import csv
 import html
 import importlib.util
 import re
@@ -80,10 +81,10 @@ def hostile_result() -> SubmissionResult:
         PartResult("norm_stacks", 0.0, 4.0, [], answered=False,
                    message=f"未找到该题的答案单元格（可能被删除了）{SCRIPT}"),
         PartResult("layer_grad_norms", 4.0, 4.0, [check("test_grad_norms_match_reference", "layer_grad_norms", True, 4.0)]),
-        PartResult("gradient_flow_observation", 0.0, 0.0, [], message="书面回答，由老师阅读，不计分"),
+        PartResult("gradient_flow_observation", 0.0, 2.0, [], message="书面回答，由老师批改", by_hand=True),
     ]
     return SubmissionResult(
-        student_id="erin", assignment_id="gradient_flow", status="graded", score=4.0, max_score=10.0, parts=parts,
+        student_id="erin", assignment_id="gradient_flow", status="graded", score=4.0, max_score=12.0, parts=parts,
         cells=[CellRun(19, None, False, "ValueError", HOSTILE), CellRun(21, "x", False, "Timeout", ""),
                CellRun(22, None, True)],
         message=f"提示 {IMG}", tier="rlimits", seed=SEED, grader_version="0.1.0",
@@ -124,11 +125,45 @@ def test_student_text_is_escaped_in_the_summary():
     assert html.escape(SCRIPT) in page and html.escape(IMG) in page
 
 
-def test_written_answer_is_plain_text_and_not_scored():
+def test_written_answer_is_plain_text_and_pending_until_graded():
     page = render_report(hostile_result())
     match = re.search(r'<div class="written pre">(.*?)</div>', page, re.S)
     assert match and html.unescape(match.group(1)) == f"第一行 {SCRIPT}\n第二行 {IMG}"
-    assert "由老师阅读，不计分" in page
+    assert "待批改 · 2 分" in page and "另有 2 分待批改" in page and "部分待批改" in page
+    assert "不计分" not in page
+
+
+def test_the_instructors_grade_and_comment_show_in_the_report():
+    result = hostile_result()
+    changed = result.apply_manual_grades({"gradient_flow_observation": (1.5, f"评语 {SCRIPT}")})
+    assert changed and result.score == 5.5 and result.pending_points == 0
+    assert not result.apply_manual_grades({"gradient_flow_observation": (1.5, f"评语 {SCRIPT}")})  # idempotent
+    page = render_report(result)
+    assert_no_live_markup(page)
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert f"评语 {SCRIPT}" in text and "老师的评语" in text
+    assert "1.5 / 2 分" in page and "待批改" not in page and "5.5" in page
+    # an override of an auto-graded part counts too, and taking it away restores the checks' score
+    result.apply_manual_grades({"layer_grad_norms": (1.0, "")})
+    assert result.score == 1.0 and result.pending_points == 2
+    result.apply_manual_grades({})
+    assert result.score == 4.0
+
+
+def test_pending_written_answers_in_the_summary_and_the_csv(tmp_path):
+    from autograder.outputs import write_grades_csv
+
+    pending, graded = hostile_result(), hostile_result()
+    graded.student_id = "fay"
+    graded.apply_manual_grades({"gradient_flow_observation": (2.0, "")})
+    page = render_summary([pending, graded], roster=["erin", "fay"])
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "Pending (待批改)" in text and "1 submission with 2 points" in text and "erin (2 pts)" in text
+    assert "fay (" not in text
+    write_grades_csv([pending, graded], ["erin", "fay"], ["gradient_flow"], tmp_path / "grades.csv")
+    rows = list(csv.DictReader(open(tmp_path / "grades.csv", encoding="utf-8")))
+    assert [(r["student"], r["gradient_flow"], r["gradient_flow_pending"]) for r in rows] == [
+        ("erin", "4", "2"), ("fay", "6", "0")]
 
 
 # --- offline, complete, nothing hidden ------------------------------------------------------------------------
