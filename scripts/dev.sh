@@ -34,8 +34,27 @@ setup() {
             echo "warning: bubblewrap is not installed (sudo apt-get install bubblewrap); the grader falls back to Landlock" >&2
         fi
     fi
+    browser
     autograde sandbox-setup
     student_tools
+}
+
+# The browser tests (reports, the summary, formgrader's pages) drive Debian's chromium headless; fonts-noto-cjk
+# draws the Chinese, libjs-mathjax stands in for the MathJax formgrader's page loads from a CDN (the tests go
+# nowhere off the machine). Only Debian's packages, installed as root; otherwise a warning and the tests skip
+# (.ci/run sets AUTOGRADE_REQUIRE_BROWSER=1: there they fail instead).
+BROWSER_PACKAGES="chromium fonts-noto-cjk libjs-mathjax"
+browser() {
+    local missing=()
+    command -v chromium >/dev/null || missing+=(chromium)
+    [ -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || missing+=(fonts-noto-cjk)
+    [ -f /usr/share/javascript/mathjax/MathJax.js ] || missing+=(libjs-mathjax)
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $BROWSER_PACKAGES >/dev/null
+    else
+        echo "warning: ${missing[*]} not installed (sudo apt-get install $BROWSER_PACKAGES); the browser tests skip" >&2
+    fi
 }
 
 # The exchange round-trip test (tests/test_exchange_roundtrip.py) runs `nbgrader fetch_assignment`,
