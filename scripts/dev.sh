@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Entry points for a fresh machine. Each sets up what it needs first (idempotent), then runs:
 #   bash scripts/dev.sh demo       # build the bundled example class and grade it (the main job)
-#   bash scripts/dev.sh generate   # nbgrader generate_assignment for all six -> release/
+#   bash scripts/dev.sh generate   # nbgrader generate_assignment for all six -> release/, and the students' checker
 #   bash scripts/dev.sh test       # the test suite (what CI runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +37,21 @@ setup() {
     browser
     autograde sandbox-setup
     student_tools
+    student_wheelhouse
+}
+
+# tests/test_student_check.py installs the students' checker in a fresh venv as a student would (torch==2.13.0
+# first, then environment/student-requirements.txt) without the network: from these wheels, fetched here once
+# per version of the requirements (pip wheel of the same requirements, under the torch constraint).
+WHEELHOUSE=$VENV/student-wheelhouse
+student_wheelhouse() {
+    local stamp
+    stamp="$WHEELHOUSE/.built-$(cat environment/student-requirements.txt environment/constraints.txt | sha256sum | cut -c1-16)"
+    [ -f "$stamp" ] && return 0
+    rm -rf "$WHEELHOUSE"
+    "$VENV/bin/python" -m pip wheel --quiet --disable-pip-version-check -w "$WHEELHOUSE" \
+        -c environment/constraints.txt torch==2.13.0 -r environment/student-requirements.txt
+    touch "$stamp"
 }
 
 # The browser tests (reports, the summary, formgrader's pages) drive Debian's chromium headless; fonts-noto-cjk
@@ -92,7 +107,8 @@ case "${1:-}" in
             nbgrader generate_assignment "$assignment" --force --log-level=WARN
             test -s "release/$assignment/$assignment.ipynb" || { echo "error: release/$assignment not written" >&2; exit 1; }
         done
-        echo "Student notebooks written to release/<assignment>/<assignment>.ipynb"
+        autograde student-checker
+        echo "Student notebooks written to release/<assignment>/<assignment>.ipynb, their checker to release/check_notebook.py"
         ;;
     test)
         setup
