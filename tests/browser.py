@@ -45,11 +45,17 @@ class BrowserError(RuntimeError):
 
 MATHJAX_CDN = "https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/"
 MATHJAX_LOCAL = Path("/usr/share/javascript/mathjax")  # Debian: libjs-mathjax (scripts/dev.sh installs it)
-# cdnjs's latest.js is a loader: it adds a script for MathJax.js (whose own URL tells MathJax where its files are)
+# cdnjs's latest.js is a loader for MathJax.js (whose own URL tells MathJax where its files are); this one loads
+# it while the page is still being parsed, so MathJax is there before formgrader's script runs
 LATEST_JS = b"""(function () {
-  var me = document.currentScript, script = document.createElement("script");
-  script.src = me.src.replace("/latest.js", "/MathJax.js");
-  (document.head || document.body).appendChild(script);
+  var src = document.currentScript.src.replace("/latest.js", "/MathJax.js");
+  if (document.readyState === "loading") {
+    document.write('<script src="' + src + '"><\\/script>');
+  } else {
+    var script = document.createElement("script");
+    script.src = src;
+    (document.head || document.body).appendChild(script);
+  }
 })();"""
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 CONTENT_TYPES = {".js": "application/javascript", ".css": "text/css", ".woff": "font/woff", ".otf": "font/otf",
