@@ -182,8 +182,9 @@ class CourseGradebook:
         return replaced
 
     def manual_grades(self, assignment: Assignment, student_id: str) -> dict[str, tuple[float | None, str]]:
-        """grade_id -> (the manual score, the instructor's comment) given in formgrader, for the parts that have
-        either; the comment of a written answer is on its solution cell (the same grade id)."""
+        """grade_id -> (the manual score, the instructor's comments) given in formgrader, for the parts that have
+        either. formgrader comments on solution cells: a part's are those on its answer cells (a written answer's
+        solution cell is its grade cell)."""
         try:
             submission = self.gb.find_submission(assignment.id, student_id)
         except MissingEntry:
@@ -191,11 +192,14 @@ class CourseGradebook:
         notebook = next((nb for nb in submission.notebooks if nb.name == assignment.source.stem), None)
         if notebook is None:
             return {}
-        comments = {c.name: c.manual_comment for c in notebook.comments if c.manual_comment}
+        scores = {g.name: g.manual_score for g in notebook.grades}
+        comments = {c.name: c.manual_comment.strip() for c in notebook.comments if (c.manual_comment or "").strip()}
         found = {}
-        for grade in notebook.grades:
-            if grade.manual_score is not None or comments.get(grade.name):
-                found[grade.name] = (grade.manual_score, comments.get(grade.name) or "")
+        for part in assignment.parts:
+            cells = dict.fromkeys([*part.answer_cells, part.grade_id])
+            comment = "\n\n".join(comments[c] for c in cells if c in comments)
+            if scores.get(part.grade_id) is not None or comment:
+                found[part.grade_id] = (scores.get(part.grade_id), comment)
         return found
 
     def _record_handin(self, result: SubmissionResult, assignment: Assignment, submission) -> None:

@@ -282,6 +282,11 @@ def test_a_manual_grade_and_comment_from_formgrader_survive_a_forced_regrade(gra
     remark = "观察到了 <b>Post-Norm</b> 的问题，但没有解释连乘。"
     assert formgrader.api("PUT", f"/formgrader/api/grade/{grade['id']}", {"manual_score": 1.5})["manual_score"] == 1.5
     formgrader.api("PUT", f"/formgrader/api/comment/{comment['id']}", {"manual_comment": remark})
+    # a comment on an answer cell of an auto-graded part (formgrader has one box per solution cell)
+    alice = submissions(formgrader)["alice"]
+    code_box = next(c for c in formgrader.api("GET", f"/formgrader/api/comments?submission_id={alice['id']}")
+                    if c["name"] == "layer_grad_norms_code")
+    formgrader.api("PUT", f"/formgrader/api/comment/{code_box['id']}", {"manual_comment": "代码很清楚。"})
 
     # formgrader's own page shows it
     score, box = f"document.getElementById('{WRITTEN}')", f"document.getElementById('{WRITTEN}-comment')"
@@ -306,7 +311,7 @@ def test_a_manual_grade_and_comment_from_formgrader_survive_a_forced_regrade(gra
     assert report.evaluate("Array.from(document.querySelectorAll('b')).every(b => b.textContent !== 'Post-Norm')")
     assert report.errors == [], report.errors
     alice = browser.open((graded / "out" / "reports" / "alice" / f"{ASSIGNMENT}.html").as_uri()).text()
-    assert "另有 2 分待批改" in alice and "待批改 · 2 分" in alice
+    assert "另有 2 分待批改" in alice and "待批改 · 2 分" in alice and "代码很清楚。" in alice
     results = {r["student"]: r for r in json.loads((graded / "out" / "results.json").read_text())}
     assert results["bob"]["raw_score"] == 9.5 and results["bob"]["pending_points"] == 0
     assert results["alice"]["pending_points"] == 2
