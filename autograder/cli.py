@@ -19,6 +19,20 @@ EXIT_NOTHING = 1  # nothing to grade
 EXIT_CHECK_BUG = 3  # every result is written, but a check raised on the reference's output too (a bug of ours)
 
 
+def _print_version(value: bool):
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the grader version and exit."),
+):
+    """Grade the chapter's six assignments (rmsnorm, gqa_saving, gradient_flow, rope, swiglu, mla)."""
+
+
 def fail(message: str, code: int = EXIT_BAD_INPUT):
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
@@ -222,11 +236,26 @@ def check(
     assignment: str = typer.Option(None, "--assignment", "-a", help="Assignment id (default: from the file name)."),
     timeout: float = typer.Option(60.0, help="Seconds per cell."),
 ):
-    """For students: is the notebook readable and complete, and do its visible self-checks pass? (No hidden checks.)"""
-    from autograder.student_check import run_check
+    """For students: is the notebook readable and complete, and do its visible self-checks pass? (No hidden checks.)
 
-    code = run_check(notebook, assignment, timeout)
+    The same check as release/check_notebook.py, which students run without this repository."""
+    from autograder import REPO_ROOT
+    from autograder.student_check import manifest_from_release, run_check
+
+    code = run_check(notebook, assignment, timeout, manifest=manifest_from_release(REPO_ROOT / "release"))
     raise typer.Exit(code)
+
+
+@app.command("student-checker")
+def student_checker(
+    out: Path = typer.Option(None, "--out", "-o", help="Where to write it (default: release/check_notebook.py)."),
+):
+    """Write the students' checker (release/check_notebook.py) from release/: no answers, no reference code."""
+    from autograder import REPO_ROOT
+    from autograder.student_check import write_checker
+
+    path = write_checker(REPO_ROOT / "release", out or REPO_ROOT / "release" / "check_notebook.py")
+    typer.echo(f"student checker written to {path} (students: python check_notebook.py NOTEBOOK)")
 
 
 @app.command()

@@ -251,7 +251,7 @@ class Grader:
             if part.written:
                 answer = prepared.written_answers.get(part.grade_id, "")
                 parts.append(PartResult(part.grade_id, 0.0, part.points, [], answered=bool(answer.strip()),
-                                        message="书面回答，由老师阅读，不计分"))
+                                        message="书面回答，由老师批改", by_hand=True))
                 continue
             checks = [
                 CheckResult(name=o.spec.name, grade_id=part.grade_id, passed=o.passed,

@@ -1,10 +1,13 @@
 """Scores into nbgrader's own SQLite gradebook, so that `nbgrader export` and formgrader show them.
 
 Each part's score becomes the auto score of its grade cell; students, the assignment, its notebook
-and grade cells, and the submission are created as needed. The scores of one submission are
-written in one transaction (all or nothing), and writing them again changes nothing (idempotent).
-A manual score set in formgrader is never touched: it hides the auto score, so an instructor's
-override survives a regrade.
+and its cells, and the submission are created as needed. The notebook's cells are what `nbgrader
+generate_assignment` stores (its SaveCells step: grade, solution and source cells of the release
+notebook, with checksums), so nbgrader's own `autograde`, `generate_feedback` and formgrader accept
+the gradebook. The scores of one submission are written in one transaction (all or nothing), and
+writing them again changes nothing (idempotent). A manual score or comment set in formgrader is
+never touched: it hides the auto score, so an instructor's override survives a regrade; a written
+answer has no auto score (as nbgrader has it) and waits for the instructor's.
 """
 
 import functools
@@ -15,8 +18,10 @@ import warnings
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import nbformat
 import nbgrader.api
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader import utils as nbgrader_utils
+from nbgrader.api import Comment, Grade, Gradebook, MissingEntry
 from sqlalchemy.exc import SAWarning
 
 from autograder.assignments import Assignment
@@ -81,7 +86,8 @@ class CourseGradebook:
                 for s in self.gb.students}
 
     def ensure_assignment(self, assignment: Assignment) -> None:
-        """The assignment, its notebook and its grade cells, with maxima from the source notebook."""
+        """The assignment, its notebook and its cells as `nbgrader generate_assignment` stores them; the maxima
+        from the source notebook."""
         if assignment.id in self._prepared:
             return
         gb, notebook = self.gb, assignment.source.stem
@@ -90,10 +96,50 @@ class CourseGradebook:
         except MissingEntry:
             gb.add_assignment(assignment.id)
         gb.update_or_create_notebook(notebook, assignment.id)
+        self._save_cells(assignment)
         for part in assignment.parts:
             gb.update_or_create_grade_cell(part.grade_id, notebook, assignment.id, max_score=part.points,
                                            cell_type="markdown" if part.written else "code")
+        self._fill_submissions(assignment)
         self._prepared.add(assignment.id)
+
+    def _save_cells(self, assignment: Assignment) -> None:
+        """What nbgrader's SaveCells records from the student version (release/): a solution cell per answer cell,
+        a source cell (source, locked, checksum) per nbgrader cell. nbgrader's autograde restores the locked cells
+        from these and drops the metadata of a cell it does not find ("nbgrader cell does not have a grade_id")."""
+        gb, notebook = self.gb, assignment.source.stem
+        release = assignment.source.parent.parent.parent / "release" / assignment.id / assignment.source.name
+        cells = nbformat.read(release if release.is_file() else assignment.source, as_version=4).cells
+        for cell in cells:
+            if not (nbgrader_utils.is_grade(cell) or nbgrader_utils.is_solution(cell) or nbgrader_utils.is_locked(cell)):
+                continue
+            meta = cell.metadata["nbgrader"]
+            if nbgrader_utils.is_solution(cell):
+                gb.update_or_create_solution_cell(meta["grade_id"], notebook, assignment.id)
+            gb.update_or_create_source_cell(meta["grade_id"], notebook, assignment.id, cell_type=cell.cell_type,
+                                            locked=nbgrader_utils.is_locked(cell), source=cell.source,
+                                            checksum=meta.get("checksum"))
+
+    def _fill_submissions(self, assignment: Assignment) -> None:
+        """A grade per grade cell and a comment per solution cell in every submission of the notebook, as
+        `add_submission` makes them: submissions made before a cell was in the gradebook lack them, and
+        nbgrader's autograde and formgrader expect them."""
+        gb = self.gb
+        nb = gb.find_notebook(assignment.source.stem, assignment.id)
+        added = False
+        for submitted in nb.submissions:
+            graded = {g.cell_id for g in submitted.grades}
+            commented = {c.cell_id for c in submitted.comments}
+            for cell in nb.grade_cells:
+                if cell.id not in graded:
+                    gb.db.add(Grade(cell_id=cell.id, notebook=submitted))
+                    added = True
+            for cell in nb.solution_cells:
+                if cell.id not in commented:
+                    gb.db.add(Comment(cell_id=cell.id, notebook=submitted))
+                    added = True
+        if added:
+            gb.db.commit()
 
     def _submission(self, assignment: Assignment, student_id: str):
         """The student's submission of the assignment, with the assignment, the student and the submission (an
@@ -111,11 +157,13 @@ class CourseGradebook:
                 warnings.simplefilter("ignore", SAWarning)
                 return gb.add_submission(assignment.id, student_id)
 
-    def record(self, result: SubmissionResult, assignment: Assignment) -> None:
-        """Write one submission's part scores as auto scores, all in one transaction."""
+    def record(self, result: SubmissionResult, assignment: Assignment) -> dict[str, float | None]:
+        """Write one submission's part scores as auto scores, all in one transaction. Returns the auto scores it
+        replaced (grade_id -> the gradebook's value before) where they differed from ours."""
         gb, notebook = self.gb, assignment.source.stem
         submission = self._submission(assignment, result.student_id)
-        scores = {p.grade_id: p.score for p in result.parts}
+        scores = {p.grade_id: p.auto_score for p in result.parts}
+        replaced = {}
         try:
             if result.handin is not None:  # when it was handed in, and the late penalty `nbgrader export` subtracts
                 self._record_handin(result, assignment, submission)
@@ -124,13 +172,40 @@ class CourseGradebook:
             for part in assignment.parts:
                 grade = grades.get(part.grade_id) or gb.find_grade(part.grade_id, notebook, assignment.id,
                                                                    result.student_id)
-                grade.auto_score = 0.0 if part.written else float(scores.get(part.grade_id, 0.0))
+                auto = None if part.written else float(scores.get(part.grade_id) or 0.0)
+                if grade.auto_score != auto:
+                    replaced[part.grade_id] = grade.auto_score
+                    grade.auto_score = auto
                 # a written answer worth points still waits for the instructor; everything else is done
-                grade.needs_manual_grade = bool(part.written and part.points > 0 and grade.manual_score is None)
+                needs = bool(part.written and part.points > 0 and grade.manual_score is None)
+                if grade.needs_manual_grade != needs:
+                    grade.needs_manual_grade = needs
             gb.db.commit()
         except BaseException:
             gb.db.rollback()
             raise
+        return replaced
+
+    def manual_grades(self, assignment: Assignment, student_id: str) -> dict[str, tuple[float | None, str]]:
+        """grade_id -> (the manual score, the instructor's comments) given in formgrader, for the parts that have
+        either. formgrader comments on solution cells: a part's are those on its answer cells (a written answer's
+        solution cell is its grade cell)."""
+        try:
+            submission = self.gb.find_submission(assignment.id, student_id)
+        except MissingEntry:
+            return {}
+        notebook = next((nb for nb in submission.notebooks if nb.name == assignment.source.stem), None)
+        if notebook is None:
+            return {}
+        scores = {g.name: g.manual_score for g in notebook.grades}
+        comments = {c.name: c.manual_comment.strip() for c in notebook.comments if (c.manual_comment or "").strip()}
+        found = {}
+        for part in assignment.parts:
+            cells = dict.fromkeys([*part.answer_cells, part.grade_id])
+            comment = "\n\n".join(comments[c] for c in cells if c in comments)
+            if scores.get(part.grade_id) is not None or comment:
+                found[part.grade_id] = (scores.get(part.grade_id), comment)
+        return found
 
     def _record_handin(self, result: SubmissionResult, assignment: Assignment, submission) -> None:
         from autograder.handin import from_iso

@@ -92,6 +92,8 @@ class RunSummary:
     discovery: Discovery | None = None
     record: ClassRecord | None = None  # what the exports were built from (every stored result in OUT)
     settings_changed: bool = False
+    restored: int = 0  # submissions whose auto scores in the gradebook had been changed by something else
+    restored_feedback: int = 0  # submissions whose feedback page something else had replaced
 
     @property
     def check_bugs(self):
@@ -147,6 +149,16 @@ class RunSummary:
         console.print(f"reports:  {self.out / 'reports'}/<student>/<assignment>.html")
         console.print(f"summary:  {self.out / 'summary.html'}")
         console.print(f"gradebook: {self.gradebook}  (nbgrader export)")
+        if self.restored:
+            console.print(f"gradebook: restored autograde's scores of {self.restored} submission(s) whose auto scores "
+                          "had been changed since they were graded (e.g. by `nbgrader autograde`)")
+        if self.restored_feedback:
+            console.print(f"feedback: restored autograde's reports of {self.restored_feedback} submission(s) that had "
+                          "been replaced (e.g. by `nbgrader generate_feedback`)")
+        pending = [r for r in self.results if r.pending_points]
+        if pending:
+            console.print(f"pending: {len(pending)} submission(s) have written answers to grade by hand "
+                          f"({sum(r.pending_points for r in pending):g} points): formgrader (README)")
         if self.feedback:
             console.print(f"feedback: {self.feedback}/<student>/<assignment>/  (nbgrader release_feedback)")
         for bug in self.check_bugs:
@@ -253,14 +265,17 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
 
     todo: list[FoundSubmission] = []
     digests, cache_keys, skipped = {}, {}, 0
+    ours: dict[tuple[str, str], dict] = {}  # the auto scores this grader last wrote, per submission
     for f in found:
         try:
             digest = notebook_digest(f.notebook)
         except OSError:
             digest = None  # graded anyway: reading it fails inside, as that submission's error status
         key = submission_key(keys[f.assignment_id], f.student_id, digest)
-        stored = None if opts.force else store.load(f.student_id, f.assignment_id)
-        if stored is not None and key is not None and stored.cache_key == key:
+        stored = store.load(f.student_id, f.assignment_id)
+        if stored is not None:
+            ours[(f.student_id, f.assignment_id)] = {p.grade_id: p.auto_score for p in stored.result.parts}
+        if not opts.force and stored is not None and key is not None and stored.cache_key == key:
             skipped += 1
             continue
         todo.append(f)
@@ -275,6 +290,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             zygote = Zygote(environment.locate(), tier, limits.startup_timeout).launch()
         except (SandboxEnvironmentError, OSError) as exc:
             raise GradingRunError(str(exc)) from None
+    from autograder.autograded import write_autograded
     from autograder.engine import Grader, GradingOptions, Submission
     from autograder.gradebook import CourseGradebook
 
@@ -285,25 +301,36 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     except (SandboxUnavailable, SandboxEnvironmentError) as exc:
         raise GradingRunError(str(exc)) from None
 
+    restored: set[tuple[str, str]] = set()  # submissions whose auto scores something else had changed
+    restored_feedback: set[tuple[str, str]] = set()  # ... and whose feedback page something else had replaced
+
     def into_gradebook(gb: "CourseGradebook", result: SubmissionResult) -> None:
         """Not an unmapped LMS id (no student of the course); a student the gradebook did not have is remembered
-        as added by autograde, so that it is never taken for the roster."""
+        as added by autograde, so that it is never taken for the roster. Auto scores something else wrote there
+        since (`nbgrader autograde`) are replaced by ours, and counted."""
         if any(f.kind == FLAG_UNMAPPED for f in result.flags):
             return
         if result.student_id not in students and result.student_id not in state.added_students:
             state.added_students.append(result.student_id)
             state.save(out)  # before the gradebook has it: a crash in between never makes it look imported
-        gb.record(result, assignments.get(result.assignment_id) or load_assignment(result.assignment_id))
+        key = (result.student_id, result.assignment_id)
+        replaced = gb.record(result, assignments.get(result.assignment_id) or load_assignment(result.assignment_id))
+        if _replaced_foreign(replaced, ours.get(key)):
+            restored.add(key)
 
     with _closing(grader), CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
         def record_one(result: SubmissionResult, digest: str | None, cache_key: str | None):
             key = (result.student_id, result.assignment_id)
             sanitize_record(result)
+            # the instructor's grades from formgrader first: they are part of the raw score the penalty is of
+            result.apply_manual_grades(gb.manual_grades(assignments[result.assignment_id], result.student_id))
             result.handin = _assess_handin(result, found_by_key.get(key), handin_settings, gb, foreign.get(key))
             if key in id_flags:
                 result.handin = _with_flag(result.handin, id_flags[key])
             into_gradebook(gb, result)
             html = write_report(out, result)
+            if course is not None:  # what formgrader and nbgrader's generate_feedback read
+                write_autograded(course, result, found_by_key.get(key))
             if feedback_root is not None:
                 write_feedback(feedback_root, result, folders.get(key) or _folder(found_by_key.get(key)),
                                assignments[result.assignment_id].source.name, html,
@@ -338,8 +365,16 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
                 continue
             release = handin_settings.release_flagged_feedback and any(
                 flag.kind == FLAG_IDENTITY for flag in stored.result.flags)
-            if release or _assess_handin(stored.result, f, handin_settings, gb, foreign.get(key)) \
-                    != stored.result.handin:
+            graded_by_hand = stored.result.apply_manual_grades(
+                gb.manual_grades(assignments[f.assignment_id], f.student_id))  # since: in formgrader
+            # scores something else wrote (nbgrader autograde): ours back, and our feedback (generate_feedback's went)
+            into_gradebook(gb, stored.result)
+            overwritten = key in restored
+            if feedback_root is not None and _foreign_feedback(feedback_root, stored.result):
+                restored_feedback.add(key)  # `nbgrader generate_feedback` wrote its own page there
+                overwritten = True
+            handin = _assess_handin(stored.result, f, handin_settings, gb, foreign.get(key))
+            if release or graded_by_hand or overwritten or handin != stored.result.handin:
                 record(stored.result, stored.notebook_sha256, stored.cache_key)
         results = store.all()  # every stored result, whatever this run graded
         graded_now = {(f.student_id, f.assignment_id) for f in todo}
@@ -352,7 +387,8 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     record_ = ClassRecord(results, roster, set(state.not_found), state.conflicts)
     write_exports(out, record_)
     return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids,
-                      executor.usage, record_failures, discovery, record_, settings_changed)
+                      executor.usage, record_failures, discovery, record_, settings_changed,
+                      restored=len(restored), restored_feedback=len(restored_feedback))
 
 
 def _update_state(state: ClassState, discovery: Discovery, results: list[SubmissionResult], assignment_ids: list[str],
@@ -422,6 +458,25 @@ def _recording_failed(result: SubmissionResult, assignment, exc: Exception) -> S
                             f"(recording failed: {type(exc).__name__}: {safe_text(exc, 300)})")
     failure.infrastructure_error = True
     return failure
+
+
+FEEDBACK_MARK = b'<meta name="generator" content="autograde">'  # in every report (templates/base.html.j2)
+
+
+def _foreign_feedback(feedback_root: Path, result: SubmissionResult) -> bool:
+    """Is the submission's feedback page there but not ours (`nbgrader generate_feedback` writes its own)?"""
+    page = feedback_root / nbgrader_folder_name(result.student_id) / result.assignment_id / f"{result.assignment_id}.html"
+    try:
+        with open(page, "rb") as f:
+            return FEEDBACK_MARK not in f.read(4096)
+    except OSError:
+        return False  # none (withheld, or not written yet): nothing replaced
+
+
+def _replaced_foreign(replaced: dict[str, float | None], ours: dict | None) -> bool:
+    """Did the gradebook hold auto scores this grader had not written (`nbgrader autograde` writes its own)?
+    `replaced`: grade_id -> the value it held before; `ours`: what this grader last wrote (None: never)."""
+    return any(old is not None and old != (ours or {}).get(grade_id) for grade_id, old in replaced.items())
 
 
 def _folder(found: FoundSubmission | None) -> Path | None:

@@ -120,7 +120,9 @@ def write_results_json(results: list[SubmissionResult], path: Path,
         rows.append({"left_out": (left_out or {}).get((r.student_id, r.assignment_id)),
             "student": r.student_id, "assignment": r.assignment_id, "score": r.final_score,
             "raw_score": r.score, "late_penalty": r.penalty, "max_score": r.max_score, "status": r.status, "message": r.message, "tier": r.tier, "grader_version": r.grader_version,
-            "parts": [{"grade_id": p.grade_id, "score": p.score, "max_score": p.max_score} for p in r.parts],
+            "pending_points": r.pending_points,
+            "parts": [{"grade_id": p.grade_id, "score": p.score, "max_score": p.max_score, "by_hand": p.by_hand,
+                       "pending": p.pending, "manual_score": p.manual_score, "comment": p.comment} for p in r.parts],
             "checks": [{"name": c.name, "grade_id": c.grade_id, "passed": c.passed, "points": c.points,
                         "max_points": c.max_points, "message": c.message, "diagnosis": c.diagnosis}
                        for p in r.parts for c in p.checks],
@@ -165,7 +167,8 @@ def safe_cell(value: str) -> str:
     return spreadsheet_safe(text)
 
 
-CSV_COLUMNS = ("", "_raw", "_penalty", "_flags")  # per assignment: final score, raw score, penalty, flags
+CSV_COLUMNS = ("", "_raw", "_penalty", "_flags", "_pending")  # per assignment: final score, raw score, penalty, flags,
+# points of written answers still to grade by hand ("待批改"; not in the scores yet)
 
 
 def write_grades_csv(results: list[SubmissionResult], roster: list[str], assignment_ids: list[str],
@@ -173,7 +176,8 @@ def write_grades_csv(results: list[SubmissionResult], roster: list[str], assignm
     """One row per student (roster first, then anyone else who submitted), zero where nothing was submitted.
 
     Per assignment: the final score (after the late penalty), the raw score, the penalty, and the hand-in
-    flags (kinds, `;`-separated: identity, time, unverified); the total is of the final scores.
+    flags (kinds, `;`-separated: identity, time, unverified), and the points still pending (written answers the
+    instructor has not graded, "待批改"); the total is of the final scores.
     """
     by_key = {(r.student_id, r.assignment_id): r for r in results}
     students = list(dict.fromkeys(list(roster) + sorted({r.student_id for r in results})))
@@ -187,7 +191,8 @@ def write_grades_csv(results: list[SubmissionResult], roster: list[str], assignm
                 final = r.final_score if r else 0.0
                 total += final
                 row += [_num(final), _num(r.score if r else 0.0), _num(r.penalty if r else 0.0),
-                        ";".join(dict.fromkeys(f.kind for f in r.flags)) if r else ""]
+                        ";".join(dict.fromkeys(f.kind for f in r.flags)) if r else "",
+                        _num(r.pending_points if r else 0.0)]
             writer.writerow([spreadsheet_safe(student), *row, _num(total)])
         buf.seek(0)
         lines = buf.read()

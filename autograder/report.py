@@ -301,6 +301,8 @@ class PartView:
     checks: list
     hand: dict | None = None  # params / typed answers, in the part of the hand computation
     mistakes: list = field(default_factory=list)  # MistakeView: each diagnosed mistake once per part
+    pending: bool = False  # graded by hand, not yet graded ("待批改")
+    comment: str = ""  # the instructor's comment (formgrader)
 
 
 def _score_class(score: float, max_score: float, error: bool = False) -> str:
@@ -352,6 +354,7 @@ def _part_view(part: PartResult, info: AssignmentInfo, result: SubmissionResult)
                           heading(result.assignment_id, c.diagnosis) if not c.passed else None, fmt_points(c.points),
                           fmt_points(c.max_points), safe_details(c.details)) for c in part.checks],
         mistakes=_mistakes(result.assignment_id, part),
+        pending=part.pending, comment=clip(part.comment) if part.comment else "",
     )
 
 
@@ -438,6 +441,7 @@ def render_report(result: SubmissionResult) -> str:
         r=result, title=info.title, parts=parts, hand=hand, extra_written=extra_written, failed_cells=failed_cells,
         error=error, score=fmt_points(result.final_score), max_score=fmt_points(result.max_score),
         score_class=_score_class(result.final_score, result.max_score, error), handin=_handin_view(result),
+        pending=fmt_points(result.pending_points) if result.pending_points and not error else "",
         notebook=PurePath(result.notebook).name if result.notebook else "",
         version=result.grader_version or __version__, tier=result.tier or "未知",
         tier_note=TIER_NOTES.get(result.tier, "未记录隔离方式"), weak_tier=result.tier == "rlimits",
@@ -575,6 +579,9 @@ def _assignment_summary(aid: str, results: list[SubmissionResult], roster: list[
         "borrowed": [b for b in borrowed if not b.weak],
         "borrowed_weak": [b for b in borrowed if b.weak],
         "hand": aid in HAND_ASSIGNMENTS,
+        "pending": [(r.student_id, fmt_points(r.pending_points)) for r in sorted(results, key=lambda r: r.student_id)
+                    if r.pending_points and r.status != STATUS_ERROR],
+        "pending_points": fmt_points(sum(r.pending_points for r in results if r.status != STATUS_ERROR)),
     }
 
 

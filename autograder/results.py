@@ -30,6 +30,19 @@ class PartResult:
     checks: list[CheckResult]
     answered: bool = True  # False: no answer found for this part
     message: str = ""
+    by_hand: bool = False  # graded by the instructor (a written answer), never by the checks
+    manual_score: float | None = None  # the instructor's score from the gradebook (formgrader); overrides the checks
+    comment: str = ""  # the instructor's comment from the gradebook (formgrader)
+
+    @property
+    def auto_score(self) -> float | None:
+        """What the checks gave (the gradebook's auto score); None for a part graded by hand."""
+        return None if self.by_hand else sum(c.points for c in self.checks)
+
+    @property
+    def pending(self) -> bool:
+        """Graded by hand, and the instructor has not yet given a score ("待批改")."""
+        return self.by_hand and self.manual_score is None and self.max_score > 0
 
 
 @dataclass
@@ -117,6 +130,27 @@ class SubmissionResult:
     @property
     def flags(self) -> list[Flag]:
         return self.handin.flags if self.handin else []
+
+    @property
+    def graded_max_score(self) -> float:
+        """The maximum of what has been graded so far: `max_score` without the points still pending."""
+        return self.max_score - self.pending_points
+
+    @property
+    def pending_points(self) -> float:
+        """Points of the parts still waiting for the instructor's grade (not in `score` yet)."""
+        return sum(p.max_score for p in self.parts if p.pending)
+
+    def apply_manual_grades(self, grades: dict[str, tuple[float | None, str]]) -> bool:
+        """Take the instructor's scores and comments (grade_id -> (manual score, comment), from the gradebook):
+        a manual score replaces the part's score, the raw score is summed again. Returns whether anything changed."""
+        before = [(p.score, p.manual_score, p.comment) for p in self.parts], self.score
+        for part in self.parts:
+            part.manual_score, part.comment = grades.get(part.grade_id, (None, ""))
+            part.score = float(part.manual_score) if part.manual_score is not None else (part.auto_score or 0.0)
+        if self.parts:
+            self.score = sum(p.score for p in self.parts)
+        return before != ([(p.score, p.manual_score, p.comment) for p in self.parts], self.score)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -80,11 +80,11 @@ def judge(job: Job, result: SubmissionResult) -> Verdict:
     if result.status != "graded":
         return Verdict(job, False, f"status {result.status}: {result.message}")
     if job.kind == "reference":
-        return Verdict(job, result.score == result.max_score, f"lost {sorted(failed)}")
+        return Verdict(job, result.score == result.graded_max_score, f"lost {sorted(failed)}")
     if job.kind == "release":
         return Verdict(job, result.score == 0, f"scored {result.score}")
     if job.kind == "alternative":
-        ok = result.score == result.max_score and not named
+        ok = result.score == result.graded_max_score and not named
         return Verdict(job, ok, f"lost {sorted(failed)}, named {sorted(named)}")
     if job.kind == "precision":
         case: PrecisionCase = job.example
@@ -92,8 +92,8 @@ def judge(job: Job, result: SubmissionResult) -> Verdict:
         return Verdict(job, ok, f"failed {sorted(failed)} (expected {sorted(case.failing)}), named {sorted(named)}, "
                                 f"score {result.score:g} of {result.max_score:g}")
     mistake: Mistake = job.example
-    if not 0 < result.score < result.max_score:
-        return Verdict(job, False, f"score {result.score} is not strictly between 0 and {result.max_score}")
+    if not 0 < result.score < result.graded_max_score:  # the written answer, graded by hand, is not the checks'
+        return Verdict(job, False, f"score {result.score} is not strictly between 0 and {result.graded_max_score}")
     if failed != set(mistake.failing):
         return Verdict(job, False, f"failed {sorted(failed)}, expected {sorted(mistake.failing)}")
     if mistake.diagnosis and named != {mistake.diagnosis}:

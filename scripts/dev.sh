@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Entry points for a fresh machine. Each sets up what it needs first (idempotent), then runs:
 #   bash scripts/dev.sh demo       # build the bundled example class and grade it (the main job)
-#   bash scripts/dev.sh generate   # nbgrader generate_assignment for all six -> release/
+#   bash scripts/dev.sh generate   # nbgrader generate_assignment for all six -> release/, and the students' checker
 #   bash scripts/dev.sh test       # the test suite (what CI runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,9 +20,11 @@ setup() {
     fi
     [ -n "$python" ] || { echo "error: Python 3.11 not found; set PYTHON=/path/to/python3.11" >&2; exit 1; }
     [ -x "$VENV/bin/python" ] || "$python" -m venv "$VENV"
-    # torch first, pinned: the CPU build 2.13.0; pyproject's range then installs nothing more
+    # torch first, pinned: the CPU build 2.13.0; everything after it is installed with the constraints file
+    # that pins it (environment/constraints.txt), so nothing that depends on torch can replace it
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check torch==2.13.0
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c environment/constraints.txt \
+        -e ".[test,dask]"
     export PATH="$PWD/$VENV/bin:$PATH"  # nbgrader runs `alembic` from PATH
     # the sandbox: bubblewrap from Debian, and its own torch-only Python environment
     if ! command -v bwrap >/dev/null; then
@@ -32,8 +34,42 @@ setup() {
             echo "warning: bubblewrap is not installed (sudo apt-get install bubblewrap); the grader falls back to Landlock" >&2
         fi
     fi
+    browser
     autograde sandbox-setup
     student_tools
+    student_wheelhouse
+}
+
+# tests/test_student_check.py installs the students' checker in a fresh venv as a student would (torch==2.13.0
+# first, then environment/student-requirements.txt) without the network: from these wheels, fetched here once
+# per version of the requirements (pip wheel of the same requirements, under the torch constraint).
+WHEELHOUSE=$VENV/student-wheelhouse
+student_wheelhouse() {
+    local stamp
+    stamp="$WHEELHOUSE/.built-$(cat environment/student-requirements.txt environment/constraints.txt | sha256sum | cut -c1-16)"
+    [ -f "$stamp" ] && return 0
+    rm -rf "$WHEELHOUSE"
+    "$VENV/bin/python" -m pip wheel --quiet --disable-pip-version-check -w "$WHEELHOUSE" \
+        -c environment/constraints.txt torch==2.13.0 -r environment/student-requirements.txt
+    touch "$stamp"
+}
+
+# The browser tests (reports, the summary, formgrader's pages) drive Debian's chromium headless; fonts-noto-cjk
+# draws the Chinese, libjs-mathjax stands in for the MathJax formgrader's page loads from a CDN (the tests go
+# nowhere off the machine). Only Debian's packages, installed as root; otherwise a warning and the tests skip
+# (.ci/run sets AUTOGRADE_REQUIRE_BROWSER=1: there they fail instead).
+BROWSER_PACKAGES="chromium fonts-noto-cjk libjs-mathjax"
+browser() {
+    local missing=()
+    command -v chromium >/dev/null || missing+=(chromium)
+    [ -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || missing+=(fonts-noto-cjk)
+    [ -f /usr/share/javascript/mathjax/MathJax.js ] || missing+=(libjs-mathjax)
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $BROWSER_PACKAGES >/dev/null
+    else
+        echo "warning: ${missing[*]} not installed (sudo apt-get install $BROWSER_PACKAGES); the browser tests skip" >&2
+    fi
 }
 
 # The exchange round-trip test (tests/test_exchange_roundtrip.py) runs `nbgrader fetch_assignment`,
@@ -71,7 +107,8 @@ case "${1:-}" in
             nbgrader generate_assignment "$assignment" --force --log-level=WARN
             test -s "release/$assignment/$assignment.ipynb" || { echo "error: release/$assignment not written" >&2; exit 1; }
         done
-        echo "Student notebooks written to release/<assignment>/<assignment>.ipynb"
+        autograde student-checker
+        echo "Student notebooks written to release/<assignment>/<assignment>.ipynb, their checker to release/check_notebook.py"
         ;;
     test)
         setup

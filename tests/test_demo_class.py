@@ -195,7 +195,7 @@ def test_grading_a_sample_of_the_demo_gives_the_expected_outcomes(course):
     def outcome(r):
         if r.status == "error":
             return "error"
-        return "full" if r.score == r.max_score else "zero" if r.score == 0 else "partial"
+        return "full" if r.score == r.graded_max_score else "zero" if r.score == 0 else "partial"
 
     assert {k: outcome(by_key[k]) for k in sample} == {k: course.expected[k] for k in sample}
     assert [course.expected[k] for k in sample] == ["full", "partial", "error", course.expected[hostile]]

@@ -52,8 +52,10 @@ def test_reference_gets_full_marks_for_two_students(graded):
     for sid in STUDENT_IDS:
         result = results[f"reference:{sid}"]
         failed = [(c.name, c.message) for p in result.parts for c in p.checks if not c.passed]
-        assert failed == [] and result.score == result.max_score, f"{sid}: {failed}"
-        assert all(p.score == p.max_score for p in result.parts)
+        assert failed == [] and result.score == result.graded_max_score, f"{sid}: {failed}"
+        assert all(p.score == p.max_score for p in result.parts if not p.pending)
+        # a written answer waits for the instructor: no score from the checks, its points pending
+        assert result.pending_points == sum(p.points for p in load_assignment(assignment_id).parts if p.written)
 
 
 def test_release_gets_zero_with_a_no_answer_message(graded):
@@ -76,7 +78,7 @@ def test_hand_answers_of_another_student_score_zero_on_those_parts(graded):
     for part in result.parts:
         if part.grade_id in hand_parts:
             assert part.score == 0, part
-        else:
+        elif not part.pending:
             assert part.score == part.max_score, part
 
 

@@ -155,8 +155,9 @@ def test_odd_student_ids_are_graded_under_their_exact_id(tmp_path):
     assert sorted(r["student"] for r in rows) == sorted(ODD_IDS)
     for sid in ODD_IDS:
         assert (course / "feedback" / sid / "rmsnorm" / "rmsnorm.html").is_file(), sid
+        assert (course / "autograded" / sid / "rmsnorm" / "rmsnorm.ipynb").is_file(), sid  # for formgrader
     written = set(tree_fingerprint(tmp_path)) - set(outside)
-    allowed = (str(tmp_path / "out") + "/", str(course / "feedback") + "/")
+    allowed = (str(tmp_path / "out") + "/", str(course / "feedback") + "/", str(course / "autograded") + "/")
     assert all(p.startswith(allowed) for p in written), sorted(p for p in written if not p.startswith(allowed))
     assert not set(outside) - set(tree_fingerprint(tmp_path))
 

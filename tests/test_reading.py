@@ -23,7 +23,7 @@ def test_parts_and_points_come_from_the_source_notebook():
         ("rmsnorm_hand", 2.0), ("rmsnorm_function", 4.0), ("rmsnorm_module", 4.0)]
     assert RMSNORM.part("rmsnorm_function").answer_cells == ("rms_norm_code",)
     written = load_assignment("gradient_flow").part("gradient_flow_observation")
-    assert written.written and written.points == 0
+    assert written.written and written.points == 2  # graded by hand (formgrader)
 
 
 def test_grade_cells_are_not_run_and_outputs_are_ignored(tmp_path):

@@ -81,3 +81,90 @@ def test_every_part_is_solution_cells_then_one_locked_grade_cell(assignment_id):
             parts.append(meta["grade_id"])
             pending_solution = False
     assert len(parts) >= 3, f"{assignment_id} should have at least three parts, found {parts}"
+
+
+# --- nothing students get carries an answer ------------------------------------------------------------------
+
+
+def normalised(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _region_lines(text: str) -> set[str]:
+    lines, inside = set(), False
+    for line in text.splitlines():
+        if "BEGIN SOLUTION" in line:
+            inside = True
+        elif "END SOLUTION" in line:
+            inside = False
+        elif inside and len(normalised(line)) >= MIN_LEAK_LEN:
+            lines.add(normalised(line))
+    return lines
+
+
+def answer_lines() -> dict[str, str]:
+    """Normalised line -> where it comes from: every solution region of assignments/ (code and written answers) and
+    of solutions/*.py, and the code that computes the hand answers (`hand_answers`, `student_answers`)."""
+    import ast
+
+    from autograder import REPO_ROOT
+
+    found = {}
+    for path in sorted((REPO_ROOT / "assignments").glob("*/*.ipynb")):
+        for cell in cells(path):
+            found.update(dict.fromkeys(_region_lines(cell.source), str(path.relative_to(REPO_ROOT))))
+    for path in sorted((REPO_ROOT / "solutions").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        found.update(dict.fromkeys(_region_lines(text), str(path.relative_to(REPO_ROOT))))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef) and node.name in ("hand_answers", "student_answers"):
+                body = ast.get_source_segment(text, node).splitlines()[1:]  # the body, not the signature
+                found.update({normalised(line): f"{path.name}:{node.name}" for line in body
+                              if len(normalised(line)) >= MIN_LEAK_LEN and not normalised(line).startswith('"""')})
+    return found
+
+
+def students_get() -> dict[str, str]:
+    """Every file in release/ (what nbgrader hands out, and the checker): name -> its text, normalised per line."""
+    from autograder import REPO_ROOT
+
+    texts = {}
+    for path in sorted((REPO_ROOT / "release").rglob("*")):
+        if not path.is_file() or "__pycache__" in path.parts:
+            continue
+        text = "\n".join(c.source for c in cells(path)) if path.suffix == ".ipynb" else path.read_text(encoding="utf-8")
+        texts[str(path.relative_to(REPO_ROOT))] = "\n".join(normalised(line) for line in text.splitlines())
+    return texts
+
+
+def leaked(text: str, secret: dict[str, str]) -> list[str]:
+    return sorted(f"{line}  [{where}]" for line, where in secret.items() if line in text)
+
+
+def test_nothing_students_get_carries_a_solution_line():
+    secret = answer_lines()
+    assert len(secret) > 100, "the solution regions were not found"
+    got = students_get()
+    assert "release/check_notebook.py" in got and len(got) >= 7
+    for name, text in got.items():
+        assert not leaked(text, secret), f"{name} contains answer lines: {leaked(text, secret)[:5]}"
+
+
+def test_the_leak_check_finds_a_planted_line():
+    secret = answer_lines()
+    line, where = next((line, where) for line, where in secret.items() if where.startswith("solutions/"))
+    hand = next(line for line, where in secret.items() if where.endswith(":hand_answers"))
+    checker = students_get()["release/check_notebook.py"]
+    assert leaked(checker + "\n    x = 1; " + line + "\n" + hand, secret) == sorted(
+        f"{s}  [{secret[s]}]" for s in {line, hand})
+
+
+def test_the_committed_checker_is_what_the_build_writes(tmp_path):
+    from autograder import REPO_ROOT
+    from autograder.student_check import write_checker
+
+    fresh = write_checker(REPO_ROOT / "release", tmp_path / "check_notebook.py").read_text(encoding="utf-8")
+    assert (REPO_ROOT / "release" / "check_notebook.py").read_text(encoding="utf-8") == fresh, \
+        "release/check_notebook.py is stale: run `autograde student-checker` (or bash scripts/dev.sh generate)"
+    assert "import autograder" not in fresh and "from autograder" not in fresh
+    assert "import solutions" not in fresh and "from solutions" not in fresh

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from _pytest.reports import TestReport
-from _pytest.runner import runtestprotocol
 
+from autograder.checks.pytest_adapter import TestReport, runtestprotocol
 from autograder.probes import CheckFailed, StudentCode
 from autograder.validate import safe_text, safe_tree
 
