@@ -185,6 +185,9 @@ def resolve_assignments(names: list[str]) -> list[str]:
 def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
     """Find, grade, record and export, holding the locks of OUT and of the gradebook (a second run stops)."""
     assignment_ids = resolve_assignments(opts.assignments)
+    if not Path(opts.submissions).exists():  # before OUT is made: a mistyped path leaves nothing behind
+        raise GradingRunError(f"{opts.submissions}: no such file or directory; pass the folder that holds the "
+                              "submissions (nbgrader's submitted/), a folder of .ipynb files, or a .zip")
     out = Path(opts.out)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -133,9 +133,11 @@ def test_summary_flags_hand_answers_that_fit_another_student(graded_course):
     (["grade", "rmsnorm", "--submissions", "/no/such/folder"], "no such file or directory"),
     (["grade", "attention", "--submissions", "."], "no such assignment"),
 ])
-def test_bad_arguments_exit_non_zero_with_a_message(args, fragment):
+def test_bad_arguments_exit_non_zero_with_a_message(args, fragment, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     result = RUNNER.invoke(app, args)
     assert result.exit_code != 0 and fragment in result.output
+    assert list(tmp_path.iterdir()) == []  # no output folder, no lock file left for a run that never started
 
 
 def test_an_empty_folder_exits_non_zero(tmp_path):

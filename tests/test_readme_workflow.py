@@ -61,6 +61,8 @@ def new_course(root: Path, roster: list[tuple[str, str]]) -> Path:
     course.mkdir(parents=True)
     shutil.copy(REPO_ROOT / "nbgrader_config.py", course)
     shutil.copytree(source_notebook("rmsnorm").parent, course / "assignments" / "rmsnorm")
+    (course / "release").mkdir()  # the course folder is the repository: the students' checker is in release/
+    shutil.copy(REPO_ROOT / "release" / "check_notebook.py", course / "release")
     with open(course / "roster.csv", "w", newline="") as f:
         csv.writer(f).writerows([("id", "first_name", "last_name", "email"),
                                  *((sid, sid.title(), "Student", email) for sid, email in roster)])
