@@ -95,6 +95,10 @@ FAMILIES = {v.name: v for v in (
 )}
 
 
+# what GQA's and MLA's catalogues share: every family above
+ATTENTION_AND_BYTE_SLIPS = tuple(FAMILIES)
+
+
 def family(*names: str) -> list[Variant]:
     """The shared variants of these names, for a catalogue."""
     return [FAMILIES[name] for name in names]

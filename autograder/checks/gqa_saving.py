@@ -36,7 +36,7 @@ from autograder.checks import (
     run_reference,
     same_values,
 )
-from autograder.diagnosis import PRECISION, Variant, catalogue, family, named
+from autograder.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family, named
 from autograder.probes import describe_value
 from solutions import gqa_saving as ref
 from solutions.student_params import student_answers, student_params
@@ -45,10 +45,7 @@ from solutions.student_params import student_answers, student_params
 
 VARIANTS = catalogue(
     # the attention and byte-count slips shared with other assignments (autograder.diagnosis.FAMILIES)
-    *family("bits_not_bytes", "fp32_bytes", "ignores_bytes_per_element", "ignores_num_layers", "k_only",
-            "linear_bias", "mask_ignored", "mask_multiplied", "mb_not_bytes", "merge_heads_without_transpose",
-            "mib_not_bytes", "no_output_projection", "no_scale", "q_heads_for_kv", "scale_d_model",
-            "softmax_wrong_dim", "view_without_transpose"),
+    *family(*ATTENTION_AND_BYTE_SLIPS),
     PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # the hand computation and kv_cache_bytes
     Variant("percent_not_fraction", "你的 saving_ratio 与「写成了百分数」一致：应填 0 到 1 之间的小数"

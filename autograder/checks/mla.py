@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from autograder.checks import (F32_ATTN, F64, CheckFailed, causal_mask, check, expect_close, expect_float64_precision,
                                expect_int, expect_module_matches, expect_true, expect_weights_loaded, module_arg,
                                run_reference, same_values)
-from autograder.diagnosis import PRECISION, Variant, catalogue, family, named
+from autograder.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family, named
 from autograder.probes import describe_value
 from solutions import mla as ref
 from solutions.student_params import student_answers, student_params
@@ -51,10 +51,7 @@ PINNED_LINEARS = ("W_q", "W_kv_down", "W_k_up", "W_v_up", "W_o")
 
 VARIANTS = catalogue(
     # the attention and byte-count slips shared with other assignments (autograder.diagnosis.FAMILIES)
-    *family("bits_not_bytes", "fp32_bytes", "ignores_bytes_per_element", "ignores_num_layers", "k_only",
-            "linear_bias", "mask_ignored", "mask_multiplied", "mb_not_bytes", "merge_heads_without_transpose",
-            "mib_not_bytes", "no_output_projection", "no_scale", "q_heads_for_kv", "scale_d_model",
-            "softmax_wrong_dim", "view_without_transpose"),
+    *family(*ATTENTION_AND_BYTE_SLIPS),
     PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # the attention itself (module forward, and the same slips in the absorbed path of the bonus)
     Variant("mask_as_boolean", "结果与「只用了 mask 里 -inf 的位置（当成布尔掩码，masked_fill），忽略了其余的有限值」"
