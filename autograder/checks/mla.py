@@ -362,16 +362,22 @@ def test_module_forward_backward_float64(student, weights64, x64, rng):
     expect_module_matches(run, expected, F64, CLASS)
 
 
-@check("mla_module", points=0.5)
-def test_module_float64_precision(student, weights64, x64):
-    """因果掩码下，float64 的输入全程用 float64 计算：forward 返回的 out 与参考实现一致到 float64 的精度"""
-    mask = causal_mask(SEQ, torch.float64)
+def forward_out(student, weights64, x64, mask):
+    """The student's out (forward's first value; the module loaded with the weights) and the reference's, float64."""
     with torch.no_grad():
         expected, _ = reference_module(weights64)(x64, mask)
     run = student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64,
                          method="forward", args=(x64, mask))
     expect_loaded(run)
     out = run.outputs[0] if isinstance(run.outputs, (tuple, list)) and len(run.outputs) == 2 else run.outputs
+    return out, expected
+
+
+@check("mla_module", points=0.5)
+def test_module_float64_precision(student, weights64, x64):
+    """因果掩码下，float64 的输入全程用 float64 计算：forward 返回的 out 与参考实现一致到 float64 的精度"""
+    mask = causal_mask(SEQ, torch.float64)
+    out, expected = forward_out(student, weights64, x64, mask)
     expect_float64_precision(out, expected, "forward 返回的第 1 个值（out）")
 
 
@@ -379,12 +385,7 @@ def test_module_float64_precision(student, weights64, x64):
 def test_module_additive_mask(student, weights64, x64, rng):
     """任意的加性掩码（不是因果掩码：有 -inf，也有非 0 的有限值）加在缩放后的分数上，out 与参考实现一致（float64）"""
     mask = random_additive_mask(rng, SEQ, torch.float64)
-    with torch.no_grad():
-        expected, _ = reference_module(weights64)(x64, mask)
-    run = student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64,
-                         method="forward", args=(x64, mask))
-    expect_loaded(run)
-    out = run.outputs[0] if isinstance(run.outputs, (tuple, list)) and len(run.outputs) == 2 else run.outputs
+    out, expected = forward_out(student, weights64, x64, mask)
     try:
         expect_close(out, expected, F64, "forward 返回的第 1 个值（out）")
     except CheckFailed as failure:

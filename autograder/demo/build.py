@@ -245,18 +245,12 @@ def plan_work(assignment_id: str, spec: str, student_id: str) -> Plan:
                 if alt is None:
                     raise ValueError(f"{assignment_id}: no alternative {arg!r}; there are {sorted(by_name)}")
                 plan.edits += alt.edits
-        elif kind == "mistake":
-            by_name = {m.name: m for m in mistakes(assignment_id)}
+        elif kind in ("mistake", "precision"):  # precision: a right algorithm with float32 internals
+            examples = mistakes(assignment_id) if kind == "mistake" else precision_cases(assignment_id)
+            by_name = {e.name: e for e in examples}
             for name in names:
                 if name not in by_name:
-                    raise ValueError(f"{assignment_id}: no mistake {name!r}; there are {sorted(by_name)}")
-                plan.edits += by_name[name].edits
-            plan.wrong = True
-        elif kind == "precision":  # a right algorithm with float32 internals: only the precision checks are lost
-            by_name = {c.name: c for c in precision_cases(assignment_id)}
-            for name in names:
-                if name not in by_name:
-                    raise ValueError(f"{assignment_id}: no precision case {name!r}; there are {sorted(by_name)}")
+                    raise ValueError(f"{assignment_id}: no {kind} example {name!r}; there are {sorted(by_name)}")
                 plan.edits += by_name[name].edits
             plan.wrong = True
         elif kind == "typed":
