@@ -1,21 +1,41 @@
-"""What an assignment is, read from its nbgrader source notebook: the parts, their points, their cells.
+"""What an assignment is, read from its nbgrader source notebook: the record, the parts, their points, their cells.
 
-The source notebook in assignments/ is the only authority on a part's maximum: nothing in a
-submission (edited metadata, duplicated cells) can change it.
+The assignments are found by scanning: every `assignments/<id>/<id>.ipynb` whose notebook metadata holds an
+`autograde` record is one. The record is declared by the instructor, next to the assignment, and travels into
+`release/` with the notebook (a student-side tool can read it)::
+
+    "metadata": {"autograde": {"order": 1, "hand_parts": ["rmsnorm_hand"]}, ...}
+
+- `order`: where the assignment stands in the chapter (the CLI, the summary and the demo list them in this order);
+- `hand_parts`: the grade ids of the parts computed by hand with per-student numbers (the solution module then
+  defines `hand_inputs(student_id)` and `hand_answers(inputs)`); every check of such a part is a hand check.
+
+The parts, their points and their titles are the notebook's own grade cells and headings. Adding an assignment is
+adding files: the source notebook with its record, `solutions/<id>.py`, `autograder/checks/<id>.py` and, for the
+self-test and the demo, `autograder/examples/<id>.py`.
+
+The source notebook in assignments/ is the only authority on a part's maximum and on the record: nothing in a
+submission (edited metadata, duplicated cells) can change them.
 """
 
 import functools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
 from autograder import REPO_ROOT
-from solutions import ASSIGNMENTS
+
+RECORD_KEY = "autograde"
 
 
 class UnknownAssignment(ValueError):
     pass
+
+
+class AssignmentRecordError(ValueError):
+    """A source notebook's `autograde` record is malformed: the instructor's error, stated with the file."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +52,15 @@ class Assignment:
     source: Path
     parts: tuple[Part, ...]
     grade_cells: frozenset[str]  # grade ids of all grade cells (self-checks): never run when grading
+    order: int = 0  # the record's place in the chapter
+    hand_parts: frozenset[str] = frozenset()  # the record's parts computed by hand with per-student numbers
+
+    @property
+    def has_hand(self) -> bool:
+        return bool(self.hand_parts)
+
+    def is_hand_part(self, grade_id: str) -> bool:
+        return grade_id in self.hand_parts
 
     @property
     def max_score(self) -> float:
@@ -45,12 +74,56 @@ class Assignment:
         return next(p for p in self.parts if p.grade_id == grade_id)
 
 
+def _source(root: Path, assignment_id: str) -> Path:
+    return root / "assignments" / assignment_id / f"{assignment_id}.ipynb"
+
+
+def _record(source: Path, metadata) -> tuple[int, list[str]] | None:
+    """(order, hand_parts) of a notebook's record, None when it has none; AssignmentRecordError when malformed."""
+    record = metadata.get(RECORD_KEY)
+    if record is None:
+        return None
+    where = f"{source}: notebook metadata {RECORD_KEY!r}"
+    if not isinstance(record, dict):
+        raise AssignmentRecordError(f"{where} must be an object, e.g. {{\"order\": 1, \"hand_parts\": []}}")
+    unknown = sorted(set(record) - {"order", "hand_parts"})
+    if unknown:
+        raise AssignmentRecordError(f"{where} has unknown keys {unknown}; the keys are 'order' and 'hand_parts'")
+    order, hand = record.get("order"), record.get("hand_parts", [])
+    if isinstance(order, bool) or not isinstance(order, int):
+        raise AssignmentRecordError(f"{where}: 'order' must be an integer, not {order!r}")
+    if not isinstance(hand, list) or not all(isinstance(h, str) for h in hand):
+        raise AssignmentRecordError(f"{where}: 'hand_parts' must be a list of grade ids, not {hand!r}")
+    return order, hand
+
+
+@functools.lru_cache(maxsize=None)
+def assignment_ids(root: Path = REPO_ROOT) -> tuple[str, ...]:
+    """The course's assignments, found by scanning assignments/ for source notebooks with a record, in the
+    records' order (then by id)."""
+    found = []
+    for folder in sorted((root / "assignments").iterdir()) if (root / "assignments").is_dir() else ():
+        source = _source(root, folder.name)
+        if not source.is_file():
+            continue
+        try:  # the metadata only: the scan runs for every `autograde --help`
+            metadata = json.loads(source.read_text(encoding="utf-8")).get("metadata", {})
+        except Exception as error:  # the instructor's notebook does not parse
+            raise AssignmentRecordError(f"{source}: not a readable notebook ({error})") from None
+        record = _record(source, metadata)
+        if record is not None:
+            found.append((record[0], folder.name))
+    return tuple(a for _, a in sorted(found))
+
+
 @functools.lru_cache(maxsize=None)
 def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
-    if assignment_id not in ASSIGNMENTS:
-        raise UnknownAssignment(f"unknown assignment {assignment_id!r}; the assignments are: {', '.join(ASSIGNMENTS)}")
-    source = root / "assignments" / assignment_id / f"{assignment_id}.ipynb"
+    known = assignment_ids(root)
+    if assignment_id not in known:
+        raise UnknownAssignment(f"unknown assignment {assignment_id!r}; the assignments are: {', '.join(known)}")
+    source = _source(root, assignment_id)
     nb = nbformat.read(source, as_version=4)
+    order, hand = _record(source, nb.metadata)
     parts, pending, grade_cells = [], [], set()
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -62,11 +135,30 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
             pending = []
         elif meta.get("solution"):
             pending.append(meta["grade_id"])
-    return Assignment(assignment_id, source, tuple(parts), frozenset(grade_cells))
+    part_ids = {p.grade_id for p in parts}
+    if not set(hand) <= part_ids:
+        raise AssignmentRecordError(f"{source}: 'hand_parts' names {sorted(set(hand) - part_ids)}, which are not "
+                                    f"graded parts of the notebook (the parts: {', '.join(p.grade_id for p in parts)})")
+    return Assignment(assignment_id, source, tuple(parts), frozenset(grade_cells), order, frozenset(hand))
 
 
 def all_assignments(root: Path = REPO_ROOT) -> list[Assignment]:
-    return [load_assignment(a, root) for a in ASSIGNMENTS]
+    return [load_assignment(a, root) for a in assignment_ids(root)]
+
+
+def is_hand_check(assignment_id: str, grade_id: str) -> bool:
+    """A check of a part the record declares a hand computation (False for an unknown assignment)."""
+    try:
+        return load_assignment(assignment_id).is_hand_part(grade_id)
+    except UnknownAssignment:
+        return False
+
+
+def has_hand(assignment_id: str) -> bool:
+    try:
+        return load_assignment(assignment_id).has_hand
+    except UnknownAssignment:
+        return False
 
 
 def assignment_of_notebook(grade_ids: set[str], expected: str) -> str | None:
@@ -82,3 +174,7 @@ def assignment_of_notebook(grade_ids: set[str], expected: str) -> str | None:
 @functools.lru_cache(maxsize=1)
 def _all_cached() -> tuple[Assignment, ...]:
     return tuple(all_assignments())
+
+
+if __name__ == "__main__":  # the assignment ids, one per line (scripts/dev.sh reads them)
+    print("\n".join(assignment_ids()))

@@ -23,7 +23,7 @@ from autograder.demo.students import DemoStudent
 from autograder.examples import mistakes
 from autograder.gradebook import run_nbgrader
 from autograder.grading_run import RunOptions, RunSummary, run_grading
-from solutions import ASSIGNMENTS
+from autograder.assignments import assignment_ids as course_assignments
 
 # per ten students: five reference, one other style, two mistakes, one unanswered, one corrupt file
 MIX = ("reference", "reference", "alternative", "reference", "mistake", "reference", "unanswered", "mistake",
@@ -110,7 +110,7 @@ def run_nbgrader_autograde(course_root: Path, work: Path, subset: list[tuple[str
 def bench(students: int = 20, assignment_ids: list[str] | None = None, workers: int = 1, executor: str = "local",
           vs_nbgrader: bool = False, nbgrader_subset: int = 12, tier: str | None = None,
           keep: Path | None = None) -> int:
-    assignment_ids = assignment_ids or list(ASSIGNMENTS)
+    assignment_ids = assignment_ids or list(course_assignments())
     work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="autograde-bench-"))
     try:
         course = build_demo_course(work / "course", synthetic_class(students, assignment_ids))

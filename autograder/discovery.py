@@ -173,9 +173,9 @@ def _recognise(root: Path, notebooks: list[Path], assignment_ids: list[str]) -> 
 
 
 def _other_assignment(name: str) -> str | None:
-    from solutions import ASSIGNMENTS
+    from autograder.assignments import assignment_ids
 
-    return max((a for a in ASSIGNMENTS if a in name), key=len, default=None)
+    return max((a for a in assignment_ids() if a in name), key=len, default=None)
 
 
 def _nbgrader_layout(root: Path, assignment_ids: list[str], notebooks: list[Path], result: Discovery):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import REPO_ROOT, __version__
-from autograder.assignments import Assignment, load_assignment
+from autograder.assignments import Assignment, has_hand, load_assignment
 from autograder.checks.plugin import CheckContext, CheckOutcome, GradingPlugin, run_pytest
 from autograder.course import course_secret, student_seed
 from autograder.diagnosis import variants_of
@@ -26,7 +26,7 @@ from autograder.sandbox import environment, tiers
 from autograder.sandbox.process import Limits, SandboxError
 from autograder.sandbox.zygote import Zygote, ZygoteError
 from autograder.validate import safe_text, sanitize_record
-from solutions.student_params import HAND_ASSIGNMENTS, student_answers
+from solutions.student_params import student_answers
 
 
 BUDGET_SPENT = ("超时：这份提交用完了 {seconds:g} 秒的总时间预算（所有单元格、重启和检查一起计时）；"
@@ -90,7 +90,7 @@ def grade_batch(submissions: Iterable[Submission], options: GradingOptions = Gra
 
 def typed_answers(student: StudentCode, assignment_id: str) -> dict:
     """The values a student typed for the hand computations (numbers, lists of numbers, letters), else None."""
-    if assignment_id not in HAND_ASSIGNMENTS:
+    if not has_hand(assignment_id):
         return {}
     answers = {}
     for name in student_answers(assignment_id, student.student_id):

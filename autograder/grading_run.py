@@ -20,7 +20,7 @@ from autograder.assignments import load_assignment
 from autograder.cache import grading_key, submission_key
 from autograder.course import course_secret
 from autograder import lms, run_settings
-from autograder.assignments import assignment_of_notebook
+from autograder.assignments import assignment_ids as course_assignments, assignment_of_notebook
 from autograder.class_record import ClassRecord, ClassState, roster_of
 from autograder.discovery import Discovery, DiscoveryError, FoundSubmission, course_root, discover
 from autograder.executors import Executor, ExecutorError, in_process, run_submissions
@@ -42,7 +42,6 @@ from autograder.sandbox.zygote import Zygote
 if TYPE_CHECKING:
     from autograder.engine import Grader
     from autograder.gradebook import CourseGradebook
-from solutions import ASSIGNMENTS
 
 
 class GradingRunError(Exception):
@@ -108,7 +107,7 @@ class RunSummary:
         summary page's words (autograder.report.SUMMARY_COLUMNS)."""
         counted = self.record.counted() if self.record else self.results
         rows = []
-        for a in ASSIGNMENTS:
+        for a in course_assignments():
             rs = [r for r in counted if r.assignment_id == a]
             if not rs:
                 continue
@@ -174,10 +173,10 @@ def resolve_assignments(names: list[str]) -> list[str]:
     if not names:
         raise GradingRunError("name at least one assignment, or `all`")
     if "all" in names:
-        return list(ASSIGNMENTS)
-    unknown = [n for n in names if n not in ASSIGNMENTS]
+        return list(course_assignments())
+    unknown = [n for n in names if n not in course_assignments()]
     if unknown:
-        raise GradingRunError(f"no such assignment: {', '.join(unknown)}; the assignments are: {', '.join(ASSIGNMENTS)} "
+        raise GradingRunError(f"no such assignment: {', '.join(unknown)}; the assignments are: {', '.join(course_assignments())} "
                               "(or `all`)")
     return list(dict.fromkeys(names))
 
@@ -548,10 +547,10 @@ def write_exports(out: Path, record: ClassRecord) -> None:
     what is left out, out) and summary.html (with what is left out, and why), all from `record`."""
     from autograder.report import render_summary
 
-    assignment_ids = [a for a in ASSIGNMENTS if any(r.assignment_id == a for r in record.results)]
+    shown = [a for a in course_assignments() if any(r.assignment_id == a for r in record.results)]
     left_out = {(x.result.student_id, x.result.assignment_id): x.reason for x in record.left_out()}
     write_results_json(record.results, out / "results.json", left_out)
-    write_grades_csv(record.counted(), record.roster, assignment_ids, out / "grades.csv")
+    write_grades_csv(record.counted(), record.roster, shown, out / "grades.csv")
     atomic_write(out / "summary.html", render_summary(record.counted(), record.roster, left_out=record.left_out(),
                                                       conflicts=record.conflicts))
 

@@ -28,13 +28,13 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from autograder import __version__
+from autograder import __version__, assignments
+from autograder.assignments import assignment_ids, has_hand
 from autograder.diagnosis import explain, heading
 from autograder.results import (FLAG_IDENTITY, FLAG_TIME, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, STATUS_ERROR,
                                 CheckResult, PartResult, SubmissionResult)
 from autograder.sandbox.tiers import PROTECTS
-from solutions import ASSIGNMENTS
-from solutions.student_params import HAND_ASSIGNMENTS, student_answers, student_params
+from solutions.student_params import student_answers, student_params
 
 # The only detail keys a report may show: nothing that could carry an input or an expected value.
 SAFE_DETAIL_KEYS = ("shape", "expected_shape", "dtype", "max_abs_error", "tolerance")
@@ -42,7 +42,6 @@ DETAIL_LABELS = {"shape": "你的形状", "expected_shape": "应有形状", "dty
                  "max_abs_error": "最大绝对误差", "tolerance": "容限"}
 
 # Checks of the hand computations (typed numbers, the choice letter): by name, as in autograder/checks.
-HAND_CHECK_PREFIXES = ("test_hand", "test_choice")
 HAND_REL_TOL = 5e-4  # four significant figures, as the hand checks (autograder.checks.HAND)
 
 # Cells that went wrong in a way the instructor should look at (the sandbox killed or skipped them).
@@ -171,14 +170,16 @@ def assignment_info(assignment_id: str) -> AssignmentInfo:
 
 
 def assignment_order(assignment_id: str) -> tuple:
-    return (ASSIGNMENTS.index(assignment_id) if assignment_id in ASSIGNMENTS else len(ASSIGNMENTS), assignment_id)
+    known = assignment_ids()
+    return (known.index(assignment_id) if assignment_id in known else len(known), assignment_id)
 
 
 # --- hand computations -----------------------------------------------------------------------------------
 
 
-def is_hand_check(check: CheckResult) -> bool:
-    return check.name.startswith(HAND_CHECK_PREFIXES)
+def is_hand_check(assignment_id: str, check: CheckResult) -> bool:
+    """A check of a part the assignment's record declares a hand computation."""
+    return assignments.is_hand_check(assignment_id, check.grade_id)
 
 
 def _fits(typed, right) -> bool:
@@ -204,7 +205,7 @@ def _right_answers(assignment_id: str, student_id: str) -> dict | None:
 
 
 def _hand_checks_failed(result: SubmissionResult) -> bool:
-    hand = [c for p in result.parts for c in p.checks if is_hand_check(c)]
+    hand = [c for p in result.parts for c in p.checks if is_hand_check(result.assignment_id, c)]
     if hand:
         return not all(c.passed for c in hand)
     own = _right_answers(result.assignment_id, result.student_id) or {}
@@ -241,7 +242,7 @@ def find_borrowed_hand_answers(results: list[SubmissionResult], roster: list[str
     found = []
     for result in sorted(results, key=lambda r: (assignment_order(r.assignment_id), r.student_id)):
         aid = result.assignment_id
-        if aid not in HAND_ASSIGNMENTS or result.status == STATUS_ERROR or not _hand_checks_failed(result):
+        if not has_hand(aid) or result.status == STATUS_ERROR or not _hand_checks_failed(result):
             continue
         typed = {k: v for k, v in (result.hand_answers or {}).items() if v is not None}
         own = _right_answers(aid, result.student_id) or {}
@@ -316,7 +317,7 @@ def _score_class(score: float, max_score: float, error: bool = False) -> str:
 
 def _hand_view(result: SubmissionResult) -> dict | None:
     """The student's own numbers and the answers they typed (never the right answers)."""
-    if result.assignment_id not in HAND_ASSIGNMENTS:
+    if not has_hand(result.assignment_id):
         return None
     try:
         params = student_params(result.assignment_id, result.student_id)
@@ -423,9 +424,7 @@ def render_report(result: SubmissionResult) -> str:
     hand = _hand_view(result)
     if hand:
         # the hand computation belongs in the part whose checks are the hand checks
-        home = next((v for v, p in zip(parts, result.parts) if any(is_hand_check(c) for c in p.checks)), None)
-        if home is None:
-            home = next((v for v in parts if v.grade_id.endswith(("_hand", "_choice", "_comparison"))), None)
+        home = next((v for v in parts if assignments.is_hand_check(result.assignment_id, v.grade_id)), None)
         if home is not None:
             home.hand, hand = hand, None
     known = {p.grade_id for p in result.parts}
@@ -578,7 +577,7 @@ def _assignment_summary(aid: str, results: list[SubmissionResult], roster: list[
         "trouble": trouble,
         "borrowed": [b for b in borrowed if not b.weak],
         "borrowed_weak": [b for b in borrowed if b.weak],
-        "hand": aid in HAND_ASSIGNMENTS,
+        "hand": has_hand(aid),
         "pending": [(r.student_id, fmt_points(r.pending_points)) for r in sorted(results, key=lambda r: r.student_id)
                     if r.pending_points and r.status != STATUS_ERROR],
         "pending_points": fmt_points(sum(r.pending_points for r in results if r.status != STATUS_ERROR)),

@@ -26,7 +26,7 @@ from autograder.diagnosis import PRECISION
 from autograder.examples import (Alternative, Mistake, PrecisionCase, alternatives, mistakes, notebook_with_edits,
                                  precision_cases)
 from autograder.results import SubmissionResult
-from solutions import ASSIGNMENTS
+from autograder.assignments import assignment_ids as course_assignments
 
 SELFTEST_IDS = ("selftest-alice", "2024000000")
 
@@ -55,9 +55,9 @@ class Verdict:
     why: str = ""
 
 
-def plan(workdir: Path, assignment_ids=ASSIGNMENTS) -> list[Job]:
+def plan(workdir: Path, assignment_ids=None) -> list[Job]:
     jobs = []
-    for a in assignment_ids:
+    for a in assignment_ids or course_assignments():
         for sid in SELFTEST_IDS:
             jobs.append(Job(a, "reference", f"reference ({sid})", Submission(reference_path(a), a, sid)))
         jobs.append(Job(a, "release", "release (unanswered)", Submission(release_path(a), a, SELFTEST_IDS[0])))
@@ -139,14 +139,18 @@ def report(verdicts: list[Verdict], assignment_ids, echo) -> bool:
              f"{alt[0]:>6}/{alt[1]:<6} {pre[0]:>4}/{pre[1]:<5} {'ok' if row_ok else 'WRONG'}")
         for name in uncovered_variants(a):
             echo(f"    variant {name}: no mistake example exercises it")
+        if alt[1] < 2:
+            echo(f"    {a}: {alt[1]} alternative style(s) catalogued; the self-test asks for at least 2 "
+                 "(autograder/examples/{a}.py, ALTERNATIVES)".replace("{a}", a))
     for v in verdicts:
         if not v.ok:
             echo(f"    WRONG {v.job.assignment_id} {v.job.kind} {v.job.label}: {v.why}")
     return all_ok
 
 
-def run_selftest(tier: str | None = None, echo=print, assignment_ids=ASSIGNMENTS) -> int:
+def run_selftest(tier: str | None = None, echo=print, assignment_ids=None) -> int:
     with tempfile.TemporaryDirectory(prefix="autograde-selftest-") as tmp:
+        assignment_ids = assignment_ids or course_assignments()
         jobs = plan(Path(tmp), assignment_ids)
         results = grade_batch([j.submission for j in jobs], GradingOptions(tier=tier))
     verdicts = [judge(j, r) for j, r in zip(jobs, results)]

@@ -12,7 +12,9 @@ import time
 
 from autograder.engine import GradingOptions, Submission, grade_batch
 from autograder import REPO_ROOT
-from solutions import ASSIGNMENTS
+from autograder.assignments import assignment_ids
+
+ASSIGNMENTS = assignment_ids()
 
 PHASES = ("read", "sandbox_start", "cells", "checks", "close")
 

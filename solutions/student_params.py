@@ -18,10 +18,6 @@ import hashlib
 import importlib
 import random
 
-# Assignments with a hand-computation part, i.e. a module that defines `hand_inputs(student_id)`.
-HAND_ASSIGNMENTS = ("rmsnorm", "gqa_saving", "gradient_flow", "mla")
-
-
 def student_rng(assignment_id, student_id):
     """由作业名和学号得到一个确定的随机数生成器：同一个学号永远得到同一组数字。"""
     if not isinstance(student_id, str) or not student_id.strip():
@@ -32,15 +28,25 @@ def student_rng(assignment_id, student_id):
 
 def student_params(assignment_id: str, student_id: str) -> dict:
     """The hand-computation inputs of `assignment_id` for `student_id` (what the notebook shows them)."""
-    if assignment_id not in HAND_ASSIGNMENTS:
-        raise ValueError(
-            f"assignment_id: {assignment_id!r} has no hand computation; expected one of {HAND_ASSIGNMENTS}"
-        )
-    module = importlib.import_module(f"solutions.{assignment_id}")
+    module = _module(assignment_id)
+    if not callable(getattr(module, "hand_inputs", None)):
+        raise ValueError(f"assignment_id: {assignment_id!r} has no hand computation (solutions/{assignment_id}.py "
+                         "defines no hand_inputs)")
     return module.hand_inputs(student_id)
 
 
 def student_answers(assignment_id: str, student_id: str) -> dict:
     """The right hand-computation answers for `student_id` (grader side only, never in a notebook)."""
-    module = importlib.import_module(f"solutions.{assignment_id}")
-    return module.hand_answers(student_params(assignment_id, student_id))
+    inputs = student_params(assignment_id, student_id)
+    return _module(assignment_id).hand_answers(inputs)
+
+
+def _module(assignment_id: str):
+    if not isinstance(assignment_id, str) or not assignment_id.isidentifier():
+        raise ValueError(f"assignment_id: {assignment_id!r} is not an assignment id")
+    try:
+        return importlib.import_module(f"solutions.{assignment_id}")
+    except ModuleNotFoundError as error:
+        if error.name != f"solutions.{assignment_id}":
+            raise
+        raise ValueError(f"assignment_id: {assignment_id!r} has no module solutions/{assignment_id}.py") from None

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from autograder import REPO_ROOT, gradebook
-from solutions import ASSIGNMENTS
+from autograder.assignments import assignment_ids
+
+ASSIGNMENTS = assignment_ids()
 
 STUDENT_IDS = ("alice", "2024012345")
 

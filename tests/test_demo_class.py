@@ -14,7 +14,9 @@ from autograder.demo import CLASS, build_demo_course, student_notebook, without_
 from autograder.demo.build import solution_cell_ids
 from autograder.examples import alternatives, mistakes, notebook_with_edits
 from conftest import release_notebook
-from solutions import ASSIGNMENTS
+from autograder.assignments import assignment_ids
+
+ASSIGNMENTS = assignment_ids()
 
 STUB = "raise NotImplementedError()"
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6} UTC$")

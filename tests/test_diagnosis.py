@@ -43,7 +43,9 @@ def test_a_mistake_shared_by_gqa_and_mla_has_one_name_and_one_explanation():
     """The attention and byte-count slips are one family: the same Variant object in both catalogues, so the
     summary names and counts it alike; no two catalogues explain one name differently."""
     from autograder.diagnosis import FAMILIES, variants_of
-    from solutions import ASSIGNMENTS
+    from autograder.assignments import assignment_ids
+
+    ASSIGNMENTS = assignment_ids()
 
     gqa, mla = variants_of("gqa_saving"), variants_of("mla")
     shared = set(gqa) & set(mla)

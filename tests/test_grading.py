@@ -13,8 +13,11 @@ from autograder.assignments import load_assignment
 from autograder.engine import GradingOptions, Submission, grade_batch
 from conftest import STUDENT_IDS, release_notebook, source_notebook
 from grading_helpers import TEST_LIMITS, edited_notebook
-from solutions import ASSIGNMENTS
-from solutions.student_params import HAND_ASSIGNMENTS, student_answers
+from autograder.assignments import assignment_ids, has_hand
+from solutions.student_params import student_answers
+
+ASSIGNMENTS = assignment_ids()
+HAND = tuple(a for a in ASSIGNMENTS if has_hand(a))
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +42,7 @@ def graded(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(assignment_id)
     subs = {f"reference:{sid}": Submission(source_notebook(assignment_id), assignment_id, sid) for sid in STUDENT_IDS}
     subs["release"] = Submission(release_notebook(assignment_id), assignment_id, STUDENT_IDS[0])
-    if assignment_id in HAND_ASSIGNMENTS:
+    if assignment_id in HAND:
         edits = other_students_hand_answers(assignment_id, STUDENT_IDS[0])
         subs["copied_hand"] = Submission(edited_notebook(assignment_id, edits, tmp / "copied.ipynb"), assignment_id,
                                          STUDENT_IDS[0])
@@ -69,7 +72,7 @@ def test_release_gets_zero_with_a_no_answer_message(graded):
 
 def test_hand_answers_of_another_student_score_zero_on_those_parts(graded):
     assignment_id, results = graded
-    if assignment_id not in HAND_ASSIGNMENTS:
+    if assignment_id not in HAND:
         pytest.skip("no hand computation in this assignment")
     result = results["copied_hand"]
     hand_parts = {p.grade_id for p in load_assignment(assignment_id).parts

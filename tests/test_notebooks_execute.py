@@ -9,8 +9,11 @@ import pytest
 
 from conftest import STUDENT_IDS, release_notebook, source_notebook
 from notebook_exec import execute_notebook
-from solutions import ASSIGNMENTS
-from solutions.student_params import HAND_ASSIGNMENTS, student_answers
+from autograder.assignments import assignment_ids, has_hand
+from solutions.student_params import student_answers
+
+ASSIGNMENTS = assignment_ids()
+HAND = tuple(a for a in ASSIGNMENTS if has_hand(a))
 
 ANSWER_MARK = "__HAND_ANSWERS__"
 ALLOWED_IN_RELEASE = {"NotImplementedError", "NameError"}
@@ -25,7 +28,7 @@ def grade_cell_ids(path):
 def with_answer_dump(path, tmp_path, assignment_id):
     """A copy of the notebook with one last cell that prints the hand-computation answers as JSON."""
     nb = nbformat.read(path, as_version=4)
-    if assignment_id in HAND_ASSIGNMENTS:
+    if assignment_id in HAND:
         names = list(student_answers(assignment_id, "anyone"))
         dump = ", ".join(f"{name!r}: {name}" for name in names)
         nb.cells.append(nbformat.v4.new_code_cell(f"import json\nprint({ANSWER_MARK!r} + json.dumps({{{dump}}}))"))
@@ -74,7 +77,7 @@ def test_source_notebook_passes_all_self_checks(assignment_id, student_id, tmp_p
               and any("✅" in o.get("text", "") for o in c.get("outputs", []))]
     assert len(passed) == len(grade_cell_ids(path))
     # the reference answers of the hand computations are right for this student's own numbers
-    if assignment_id in HAND_ASSIGNMENTS:
+    if assignment_id in HAND:
         got, expected = dumped_answers(nb), student_answers(assignment_id, student_id)
         for name, value in expected.items():
             assert close(got[name], value), f"{name}: notebook gives {got[name]}, reference {value}"

@@ -6,7 +6,9 @@ import nbformat
 import pytest
 
 from conftest import release_notebook, source_notebook
-from solutions import ASSIGNMENTS
+from autograder.assignments import assignment_ids
+
+ASSIGNMENTS = assignment_ids()
 
 MIN_LEAK_LEN = 20
 

@@ -6,7 +6,9 @@ from autograder import selftest
 from autograder.diagnosis import variants_of
 from autograder.examples import Mistake, alternatives, mistakes
 from autograder.results import CheckResult, PartResult, SubmissionResult
-from solutions import ASSIGNMENTS
+from autograder.assignments import assignment_ids
+
+ASSIGNMENTS = assignment_ids()
 
 
 @pytest.mark.slow

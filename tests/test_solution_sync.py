@@ -5,7 +5,9 @@ import shutil
 import nbformat
 
 from autograder import REPO_ROOT, sync_solutions
-from solutions import ASSIGNMENTS
+from autograder.assignments import assignment_ids
+
+ASSIGNMENTS = assignment_ids()
 
 
 def test_every_assignment_mirrors_its_reference():

@@ -8,7 +8,9 @@ import nbformat
 
 from autograder import REPO_ROOT
 from conftest import release_notebook
-from solutions import ASSIGNMENTS
+from autograder.assignments import assignment_ids
+
+ASSIGNMENTS = assignment_ids()
 
 # import name -> distribution name, where they differ
 DISTRIBUTION = {"sklearn": "scikit-learn", "PIL": "pillow"}

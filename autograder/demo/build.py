@@ -26,11 +26,10 @@ from pathlib import Path
 import nbformat
 
 from autograder import REPO_ROOT
-from autograder.assignments import load_assignment
+from autograder.assignments import assignment_ids, has_hand, load_assignment
 from autograder.demo.students import CLASS, DemoStudent
 from autograder.examples import alternatives, apply_edits, mistakes, precision_cases
-from solutions import ASSIGNMENTS
-from solutions.student_params import HAND_ASSIGNMENTS, student_answers
+from solutions.student_params import student_answers
 
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 DEMO_MARKER = ".autograde-demo"  # a course folder written by build_demo_course (safe to rebuild)
@@ -119,8 +118,9 @@ def _typed(value) -> str:
 
 def typed_hand_edits(assignment_id: str, numbers_of: str) -> list[tuple[str, str]]:
     """Edits that replace the hand computation with the answers of `numbers_of` typed in as numbers."""
-    if assignment_id not in HAND_ASSIGNMENTS:
-        raise ValueError(f"{assignment_id} has no hand computation (those are {', '.join(HAND_ASSIGNMENTS)})")
+    if not has_hand(assignment_id):
+        hand = [a for a in assignment_ids() if has_hand(a)]
+        raise ValueError(f"{assignment_id} has no hand computation (those are {', '.join(hand)})")
     answers = student_answers(assignment_id, numbers_of)
     region = next(r for c in _notebook("assignments", assignment_id).cells if _is_solution(c) and c.cell_type == "code"
                   for r in solution_regions(c.source) if all(f"{name} =" in r for name in answers))
@@ -253,8 +253,11 @@ def plan_work(assignment_id: str, spec: str, student_id: str) -> Plan:
                     raise ValueError(f"{assignment_id}: no {kind} example {name!r}; there are {sorted(by_name)}")
                 plan.edits += by_name[name].edits
             plan.wrong = True
-        elif kind == "typed":
-            plan.edits += typed_hand_edits(assignment_id, student_id)
+        elif kind == "typed":  # an assignment without a hand computation: the reference answers
+            if has_hand(assignment_id):
+                plan.edits += typed_hand_edits(assignment_id, student_id)
+        elif kind == "copied" and not has_hand(assignment_id):
+            pass  # nothing to copy: the reference answers
         elif kind == "copied":
             if student_answers(assignment_id, arg) == student_answers(assignment_id, student_id):
                 raise ValueError(f"{student_id} copies {arg}'s {assignment_id} answers, but they are the same")
@@ -367,7 +370,7 @@ def build_demo_course(out: Path, students: tuple[DemoStudent, ...] = CLASS) -> D
     submitted = out / "submitted"
     notebooks, expected = {}, {}
     for student in students:
-        for assignment_id in ASSIGNMENTS:
+        for assignment_id in assignment_ids():
             if assignment_id not in student.work:
                 continue
             plan = plan_work(assignment_id, student.work[assignment_id], student.id)

@@ -7,8 +7,10 @@ combined with "; " (e.g. "unanswered:layer_grad_norms_code; mistake:wrong_letter
     alternative:<name|index>    a catalogued Alternative (correct work in another style); with no
                                 alternatives catalogued yet, the reference answers
     mistake:<name>[,<name>]     one or more catalogued Mistakes (autograder.examples.<assignment>)
-    typed                       hand answers typed in as numbers (rounded to five significant figures)
-    copied:<student id>         hand answers typed in from that classmate's numbers
+    typed                       hand answers typed in as numbers (rounded to five significant figures); in an
+                                assignment without a hand computation, the reference answers
+    copied:<student id>         hand answers typed in from that classmate's numbers (no hand computation: the
+                                reference answers)
     unanswered[:<cell ids>]     solution cells left as the release stub (no ids: all of them)
     missing:<cell ids>          cells deleted from the notebook (by grade_id)
     broken                      a corrupt file: the notebook's JSON cut off part-way
@@ -16,6 +18,8 @@ combined with "; " (e.g. "unanswered:layer_grad_norms_code; mistake:wrong_letter
 """
 
 from dataclasses import dataclass, field
+
+from autograder.assignments import assignment_ids
 
 EMAIL_DOMAIN = "stu.example.edu.cn"
 
@@ -34,8 +38,8 @@ class DemoStudent:
 
 
 def everywhere(spec: str, **overrides: str) -> dict[str, str]:
-    """`spec` for all six assignments, except those given as keyword arguments (None: not submitted)."""
-    work = {a: spec for a in ("rmsnorm", "gqa_saving", "gradient_flow", "rope", "swiglu", "mla")}
+    """`spec` for every assignment of the course, except those given as keyword arguments (None: not submitted)."""
+    work = {a: spec for a in assignment_ids()}
     work.update(overrides)
     return {a: w for a, w in work.items() if w is not None}
 
