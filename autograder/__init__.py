@@ -1,4 +1,4 @@
-"""The grading engine and the `autograde` command line for the chapter's six assignments."""
+"""The grading engine and the `autograde` command line for the chapter's assignments (the steps in order: autograder.pipeline)."""
 
 import sys
 from pathlib import Path

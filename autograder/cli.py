@@ -1,11 +1,13 @@
-"""The `autograde` command line: a thin layer over the Python API (autograder.grading_run and friends)."""
+"""The `autograde` command line: a thin layer over the Python API (autograder.run and friends)."""
 
 import sys
 from pathlib import Path
 
 import typer
 
-from autograder import __version__, sync_solutions
+from autograder import __version__
+
+from autograder.tools import sync_solutions
 from autograder.assignments import AssignmentRecordError, assignment_ids
 
 
@@ -85,7 +87,7 @@ def grade(
         0.0, min=0.0, max=1.0,
         help="Share of a check's points kept when it fails only by another convention (RoPE half-split pairing, "
              "the chapter's h % num_kv_heads GQA mapping); the report explains the pinned convention either way."),
-    # --- hand-in: late policy and exchange checks (autograder.handin); default: the course's nbgrader_config.py
+    # --- hand-in: late policy and exchange checks (autograder.intake.handin); default: the course's nbgrader_config.py
     late_policy: str = typer.Option(None, "--late-policy",
                                     help="none, fixed, percent_per_hour or percent_per_day (overrides "
                                          "c.Autograde.late_policy in nbgrader_config.py)."),
@@ -117,14 +119,14 @@ def grade(
         help="Grade under this run's settings even where they differ from OUT/settings.json (which they replace)."),
 ):
     """Grade submissions: results.json, grades.csv, one report per student, summary.html, and the gradebook."""
-    from autograder.grading_run import GradingRunError, RunOptions, run_grading
-    from autograder.handin import HandInOptions
+    from autograder.run import GradingRunError, RunOptions, run_grading
+    from autograder.intake.handin import HandInOptions
 
     handin = HandInOptions(late_policy=late_policy, late_points=late_points, late_percent=late_percent,
                            late_cap_percent=late_cap_percent, time_tolerance=time_tolerance, exchange=exchange,
                            course_id=course_id, release_flagged_feedback=release_flagged_feedback)
 
-    from autograder.executors import default_workers
+    from autograder.running.executors import default_workers
 
     if executor not in ("local", "dask"):
         fail(f"unknown executor {executor!r}: choose local or dask")
@@ -143,7 +145,7 @@ def grade(
         found = summary.discovery.found
         typer.echo(f"dry run ({summary.discovery.layout} layout): {len(found)} submission(s) would be graded, "
                    "nothing is graded")
-        from autograder.validate import safe_text
+        from autograder.intake.validate import safe_text
 
         for f in found:
             typer.echo(safe_text(f"  {f.student_id}\t{f.assignment_id}\t{f.notebook}\t{f.how}"))
@@ -171,9 +173,9 @@ def extension(
     from datetime import timedelta
 
     from autograder.assignments import load_assignment
-    from autograder.gradebook import CourseGradebook
-    from autograder.grading_run import GradingRunError, resolve_assignments
-    from autograder.locking import LockedError, run_locks
+    from autograder.recording.gradebook import CourseGradebook
+    from autograder.run import GradingRunError, resolve_assignments
+    from autograder.recording.locking import LockedError, run_locks
 
     try:
         (assignment_id,) = resolve_assignments([assignment])
@@ -207,7 +209,7 @@ def report(
     course: Path = typer.Option(None, "--course", help="Also write nbgrader feedback into this course folder."),
 ):
     """Re-render the reports, the summary, results.json and grades.csv from stored results, without regrading."""
-    from autograder.grading_run import GradingRunError, rerender
+    from autograder.run import GradingRunError, rerender
 
     notes: list[str] = []
     try:
@@ -230,7 +232,7 @@ def lms_grades(
                                help="Canvas: the assignment's column (default: the one named after the assignment)."),
 ):
     """Fill the LMS's exported gradebook with the final scores and write it to OUT/lms/, ready to import."""
-    from autograder.grading_run import GradingRunError, fill_lms_gradebook
+    from autograder.run import GradingRunError, fill_lms_gradebook
 
     try:
         report = fill_lms_gradebook(out, assignment, lms_gradebook, column)
@@ -251,7 +253,7 @@ def check(
 
     The same check as release/check_notebook.py, which students run without this repository."""
     from autograder import REPO_ROOT
-    from autograder.student_check import manifest_from_release, run_check
+    from autograder.tools.student_check import manifest_from_release, run_check
 
     code = run_check(notebook, assignment, timeout, manifest=manifest_from_release(REPO_ROOT / "release"))
     raise typer.Exit(code)
@@ -263,7 +265,7 @@ def student_checker(
 ):
     """Write the students' checker (release/check_notebook.py) from release/: no answers, no reference code."""
     from autograder import REPO_ROOT
-    from autograder.student_check import write_checker
+    from autograder.tools.student_check import write_checker
 
     path = write_checker(REPO_ROOT / "release", out or REPO_ROOT / "release" / "check_notebook.py")
     typer.echo(f"student checker written to {path} (students: python check_notebook.py NOTEBOOK)")
@@ -275,8 +277,8 @@ def selftest(
     assignment: list[str] = typer.Option(None, "--assignment", "-a", help="Only these assignments (repeatable)."),
 ):
     """Grade every reference notebook (must be full marks) and every release notebook (must be 0)."""
-    from autograder.grading_run import GradingRunError, resolve_assignments
-    from autograder.selftest import run_selftest
+    from autograder.run import GradingRunError, resolve_assignments
+    from autograder.tools.selftest import run_selftest
 
     try:
         ids = resolve_assignments(assignment or ["all"])
@@ -291,7 +293,8 @@ def demo(
     sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works here)."),
 ):
     """Build a sample course from the bundled example class, grade it, and print where the reports are."""
-    from autograder.grading_run import GradingRunError, run_demo
+    from autograder.run import GradingRunError
+    from autograder.tools.demo.run import run_demo
 
     try:
         summary = run_demo(out, tier=sandbox)
@@ -314,9 +317,9 @@ def bench(
     keep: Path = typer.Option(None, "--keep", help="Build the class and outputs here and keep them."),
 ):
     """Grade a synthetic class (correct, wrong and broken work) and print notebooks/s, median, p95 and peak memory."""
-    from autograder.bench import bench as run_bench
-    from autograder.executors import default_workers
-    from autograder.grading_run import GradingRunError, resolve_assignments
+    from autograder.tools.bench import bench as run_bench
+    from autograder.running.executors import default_workers
+    from autograder.run import GradingRunError, resolve_assignments
 
     if executor not in ("local", "dask"):
         fail(f"unknown executor {executor!r}: choose local or dask")
@@ -340,7 +343,7 @@ def sync_solutions_command(
 @app.command("sandbox-setup")
 def sandbox_setup():
     """Build the sandbox's own Python environment (torch, numpy, matplotlib; nothing of the course)."""
-    from autograder.sandbox import environment, tiers
+    from autograder.running.sandbox import environment, tiers
 
     env = environment.build()
     typer.echo(f"sandbox environment: {env.python} with {env.site}")

@@ -17,15 +17,15 @@ from autograder import REPO_ROOT, __version__
 from autograder.assignments import Assignment, has_hand, load_assignment
 from autograder.checks.plugin import CheckContext, CheckOutcome, GradingPlugin, run_pytest
 from autograder.course import course_secret, student_seed
-from autograder.diagnosis import variants_of
-from autograder.notebook_run import NotebookRun, SandboxGaveUp
-from autograder.probes import CheckFailed, StudentCode
-from autograder.reading import UnreadableNotebook, prepare
-from autograder.results import STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult, SubmissionResult
-from autograder.sandbox import environment, tiers
-from autograder.sandbox.process import Limits, SandboxError
-from autograder.sandbox.zygote import Zygote, ZygoteError
-from autograder.validate import safe_text, sanitize_record
+from autograder.checks.diagnosis import variants_of
+from autograder.running.notebook_run import NotebookRun, SandboxGaveUp
+from autograder.checks.probes import CheckFailed, StudentCode
+from autograder.intake.reading import UnreadableNotebook, prepare
+from autograder.recording.results import STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult, SubmissionResult
+from autograder.running.sandbox import environment, tiers
+from autograder.running.sandbox.process import Limits, SandboxError
+from autograder.running.sandbox.zygote import Zygote, ZygoteError
+from autograder.intake.validate import safe_text, sanitize_record
 from solutions.student_params import student_answers
 
 

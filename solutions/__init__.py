@@ -3,7 +3,7 @@
 One module per assignment (the assignments themselves are found by `autograder.assignments`, from the
 records in the source notebooks); names and signatures are the ones the students see in `release/`.
 The solution cells of `assignments/` are copies of these objects, kept equal by
-`python -m autograder.sync_solutions` (and checked by `tests/test_solution_sync.py`).
+`python -m autograder.tools.sync_solutions` (and checked by `tests/test_solution_sync.py`).
 
 Regions between `### BEGIN SOLUTION` and `### END SOLUTION` are what nbgrader removes from the
 student's notebook; everything outside them (signatures, docstrings) is what the student is given.

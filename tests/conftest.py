@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import REPO_ROOT, gradebook
+from autograder import REPO_ROOT
+
+from autograder.recording import gradebook
 from autograder.assignments import assignment_ids
 
 ASSIGNMENTS = assignment_ids()
@@ -26,7 +28,7 @@ def release_notebook(assignment_id: str) -> Path:
 
 
 def run_nbgrader(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """Run nbgrader from this environment, as the grader does (autograder.gradebook.run_nbgrader), within 5 minutes."""
+    """Run nbgrader from this environment, as the grader does (autograder.recording.gradebook.run_nbgrader), within 5 minutes."""
     return gradebook.run_nbgrader(args, cwd, timeout=300)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.examples import notebook_with_edits
-from autograder.sandbox.process import Limits
+from autograder.running.sandbox.process import Limits
 
 # Small budgets: hostile cases cost seconds, not minutes.
 TEST_LIMITS = Limits(cell_timeout=8.0, probe_timeout=8.0, startup_timeout=60.0, grace=2.0,

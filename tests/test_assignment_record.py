@@ -108,7 +108,7 @@ DUMMY_CHECKS = '''"""Checks of the dummy assignment l2_unit."""
 import torch
 
 from autograder.checks import F64, check, expect_close, expect_true
-from autograder.diagnosis import catalogue
+from autograder.checks.diagnosis import catalogue
 from solutions import l2_unit as ref
 
 VARIANTS = catalogue()
@@ -199,7 +199,7 @@ def test_an_eighth_assignment_is_new_files_only(tmp_path):
     help_text = " ".join(_run(autograde + ["--help"], repo).stdout.split())
     assert f"Grade the chapter's {count} assignments" in help_text and DUMMY in help_text, help_text
 
-    planned = _run([python, "-c", "import tempfile, pathlib\nfrom autograder.selftest import plan\n"
+    planned = _run([python, "-c", "import tempfile, pathlib\nfrom autograder.tools.selftest import plan\n"
                     "print(sorted({j.assignment_id for j in plan(pathlib.Path(tempfile.mkdtemp()))}))"], repo).stdout
     assert f"'{DUMMY}'" in planned and "'rmsnorm'" in planned
     selftest = _run(autograde + ["selftest", "--assignment", DUMMY], repo).stdout
@@ -208,7 +208,7 @@ def test_an_eighth_assignment_is_new_files_only(tmp_path):
     bench = _run(autograde + ["bench", "--students", "1", "--workers", "1"], repo).stdout
     assert f"({1} students x {count} assignments)" in bench, bench
 
-    demo = _run([python, "-c", "import sys, pathlib\nfrom autograder.demo.build import build_demo_course\n"
+    demo = _run([python, "-c", "import sys, pathlib\nfrom autograder.tools.demo.build import build_demo_course\n"
                  "course = build_demo_course(pathlib.Path(sys.argv[1]))\n"
                  f"print(sum(1 for (sid, aid) in course.expected if aid == {DUMMY!r}))", str(tmp_path / "demo")],
                 repo).stdout

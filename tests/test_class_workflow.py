@@ -26,8 +26,8 @@ import pytest
 from typer.testing import CliRunner
 
 from autograder.cli import app
-from autograder.locking import LockedError, exclusive
-from autograder.outputs import safe_cell, spreadsheet_safe
+from autograder.recording.locking import LockedError, exclusive
+from autograder.recording.outputs import safe_cell, spreadsheet_safe
 from conftest import release_notebook, run_nbgrader, source_notebook
 
 pytestmark = pytest.mark.slow
@@ -250,7 +250,7 @@ def test_a_second_run_stops_while_the_first_completes(courses, tmp_path):
 
 def test_a_killed_holder_leaves_no_lock(tmp_path):
     lock = tmp_path / "x.lock"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom autograder.locking import exclusive\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom autograder.recording.locking import exclusive\n"
                                f"with exclusive({str(lock)!r}, 'the thing', 'holder'):\n"
                                "    print('held', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"

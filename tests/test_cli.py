@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from autograder.cli import app
 from autograder.examples import notebook_with_edits
-from autograder.results import SubmissionResult
+from autograder.recording.results import SubmissionResult
 from conftest import release_notebook, run_nbgrader, source_notebook
 from hostile.corpus import Context, by_name as hostile_case, plant_course, submission
 from hostile.watch import leftover_pool_processes, live_children

@@ -10,8 +10,8 @@ import pytest
 from traitlets.config import Config
 
 from autograder import REPO_ROOT
-from autograder.demo import CLASS, build_demo_course, student_notebook, without_markers
-from autograder.demo.build import solution_cell_ids
+from autograder.tools.demo import CLASS, build_demo_course, student_notebook, without_markers
+from autograder.tools.demo.build import solution_cell_ids
 from autograder.examples import alternatives, mistakes, notebook_with_edits
 from conftest import release_notebook
 from autograder.assignments import assignment_ids

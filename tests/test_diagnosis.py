@@ -2,10 +2,10 @@
 
 import pytest
 
-from autograder.diagnosis import variants_of
+from autograder.checks.diagnosis import variants_of
 from autograder.engine import GradingOptions, Submission, grade_batch
 from autograder.examples import mistakes
-from autograder.report import render_report
+from autograder.reporting.student_page import render_report
 from grading_helpers import TEST_LIMITS, edited_notebook
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def test_the_instructor_can_keep_part_of_the_points_for_a_convention(half_split)
 def test_a_mistake_shared_by_gqa_and_mla_has_one_name_and_one_explanation():
     """The attention and byte-count slips are one family: the same Variant object in both catalogues, so the
     summary names and counts it alike; no two catalogues explain one name differently."""
-    from autograder.diagnosis import FAMILIES, variants_of
+    from autograder.checks.diagnosis import FAMILIES, variants_of
     from autograder.assignments import assignment_ids
 
     ASSIGNMENTS = assignment_ids()

@@ -4,7 +4,7 @@ import zipfile
 
 import pytest
 
-from autograder.discovery import DiscoveryError, course_root, find_submissions
+from autograder.intake.discovery import DiscoveryError, course_root, find_submissions
 
 
 def touch(path):
@@ -67,8 +67,8 @@ def test_missing_and_unreadable_sources_are_clear_errors(tmp_path):
 
 # --- issue 13: every notebook found, skipped with a reason, or in conflict; LMS names ---------------------------
 
-from autograder.discovery import discover  # noqa: E402
-from autograder.lms import parse_canvas_name, parse_moodle_name, students_own_name  # noqa: E402
+from autograder.intake.discovery import discover  # noqa: E402
+from autograder.intake.lms import parse_canvas_name, parse_moodle_name, students_own_name  # noqa: E402
 
 
 def accounted(result, root):

@@ -16,9 +16,9 @@ import pytest
 
 from autograder.engine import GradingOptions, grade_submission
 from autograder.examples import notebook_with_edits
-from autograder.grading_run import RunOptions, run_grading
-from autograder.outputs import ResultStore
-from autograder.sandbox.limits import Limits
+from autograder.run import RunOptions, run_grading
+from autograder.recording.outputs import ResultStore
+from autograder.running.sandbox.limits import Limits
 
 pytestmark = pytest.mark.slow
 

@@ -5,7 +5,7 @@ from nbgrader import utils
 
 from autograder import REPO_ROOT
 from autograder.assignments import load_assignment
-from autograder.gradebook import CourseGradebook
+from autograder.recording.gradebook import CourseGradebook
 
 
 def release_cells(assignment_id: str) -> tuple[set[str], set[str]]:

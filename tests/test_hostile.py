@@ -18,7 +18,7 @@ import pytest
 
 from autograder import REPO_ROOT
 from autograder.engine import GradingOptions, Submission, grade_batch
-from autograder.sandbox import tiers
+from autograder.running.sandbox import tiers
 from grading_helpers import HOSTILE_LIMITS
 from hostile.corpus import (ASSIGNMENT, BASELINES, CASES, ERROR, SECRET_PREFIX, Context, baseline_notebook,
                             plant_course, submission)

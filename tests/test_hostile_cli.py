@@ -20,10 +20,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.discovery import Discovery, FoundSubmission
-from autograder.grading_run import GradingRunError, RunOptions, run_grading
-from autograder.outputs import ResultStore
-from autograder.sandbox import tiers, uids
+from autograder.intake.discovery import Discovery, FoundSubmission
+from autograder.run import GradingRunError, RunOptions, run_grading
+from autograder.recording.outputs import ResultStore
+from autograder.running.sandbox import tiers, uids
 from conftest import release_notebook, source_notebook
 from hostile.corpus import CONCURRENT, SLOW_HONEST, Context, plant_course, submission
 from hostile.watch import machine_tiers, leftover_pool_processes, live_children, tree_fingerprint
@@ -166,7 +166,7 @@ def test_a_student_id_with_a_slash_stays_inside_the_output_folder(tmp_path, monk
     """Discovery takes ids from folder names, so none holds `/` or `..`; an id from elsewhere (the API, a future
     layout) may: the whole record path (results, report, gradebook, nbgrader feedback) stays inside OUT and the
     course's feedback/."""
-    import autograder.grading_run
+    import autograder.run
 
     course = tmp_path / "work" / "course"
     folder = course / "submitted" / "x" / "rmsnorm"
@@ -174,7 +174,7 @@ def test_a_student_id_with_a_slash_stays_inside_the_output_folder(tmp_path, monk
     (folder / "rmsnorm.ipynb").write_bytes(b"{")  # an error: no sandbox needed for what this tests
     (course / "nbgrader_config.py").write_text("")
     sid = "../../escaped/../x/evil"
-    monkeypatch.setattr(autograder.grading_run, "discover", lambda *a, **k: Discovery(
+    monkeypatch.setattr(autograder.run, "discover", lambda *a, **k: Discovery(
         "nbgrader", course / "submitted", [FoundSubmission(sid, "rmsnorm", folder / "rmsnorm.ipynb", folder)]))
     out = tmp_path / "work" / "out"
     before = tree_fingerprint(tmp_path)

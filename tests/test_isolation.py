@@ -23,12 +23,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import REPO_ROOT, executors
+from autograder import REPO_ROOT
+
+from autograder.running import executors
 from autograder.engine import GradingOptions, grade_submission
 from autograder.examples import notebook_with_edits
-from autograder.grading_run import RunOptions, run_grading
-from autograder.outputs import ResultStore
-from autograder.sandbox.limits import Limits
+from autograder.run import RunOptions, run_grading
+from autograder.recording.outputs import ResultStore
+from autograder.running.sandbox.limits import Limits
 
 pytestmark = pytest.mark.slow
 
@@ -213,7 +215,8 @@ CRASHING_WORKER = textwrap.dedent("""
     # A grading worker that dies (os._exit) when it grades the students the test names: the real worker otherwise.
     import os, sys
     from pathlib import Path
-    from autograder import engine, worker
+    from autograder import engine
+    from autograder.running import worker
 
     grade = engine.Grader.grade
     marker = Path(os.environ["CRASH_ONCE_MARKER"])

@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from autograder.cli import app
-from autograder.exchange import ExchangeLocation
-from autograder.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings
-from autograder.late import LatePolicy, LatePolicyError
-from autograder.results import SubmissionResult
+from autograder.intake.exchange import ExchangeLocation
+from autograder.intake.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings
+from autograder.intake.late import LatePolicy, LatePolicyError
+from autograder.recording.results import SubmissionResult
 from conftest import release_notebook
 
 HOUR, DAY = 3600.0, 86400.0

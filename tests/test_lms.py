@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from autograder.lms import LmsError, fill_gradebook, map_student, read_export
+from autograder.intake.lms import LmsError, fill_gradebook, map_student, read_export
 
 CANVAS = ("Student,ID,SIS User ID,SIS Login ID,Section,RMSNorm rmsnorm (77),rmsnorm quiz (78)\n"
           "    Points Possible,,,,,10,1\n"

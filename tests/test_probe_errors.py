@@ -7,7 +7,7 @@ import re
 import pytest
 
 from autograder.engine import GradingOptions, grade_submission
-from autograder.probes import scrubbed
+from autograder.checks.probes import scrubbed
 from grading_helpers import TEST_LIMITS, edited_notebook
 
 RETURN_LINE = "return (xc / rms * gamma.to(compute_dtype)).to(x.dtype)"

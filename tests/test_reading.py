@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from autograder.assignments import load_assignment
-from autograder.reading import UnreadableNotebook, neutralise_magics, prepare
+from autograder.intake.reading import UnreadableNotebook, neutralise_magics, prepare
 from conftest import source_notebook
 
 RMSNORM = load_assignment("rmsnorm")
@@ -77,7 +77,7 @@ def test_wire_round_trips_odd_strides_and_dtypes():
     """Tensors with any strides (one-element ones included), dtypes and nesting cross the boundary intact."""
     import torch
 
-    from autograder.sandbox import wire
+    from autograder.running.sandbox import wire
 
     values = {"one": torch.zeros(4, dtype=torch.float64)[::2][:1], "t": torch.arange(6.0).reshape(2, 3).t(),
               "bf16": torch.ones(3, dtype=torch.bfloat16), "dtype": torch.float64, "nested": ([1, 2.5], (None, "x")),
@@ -90,7 +90,7 @@ def test_wire_round_trips_odd_strides_and_dtypes():
 
 
 def test_wire_refuses_lying_headers():
-    from autograder.sandbox import wire
+    from autograder.running.sandbox import wire
 
     with pytest.raises(wire.WireError):
         wire.decode({"$tensor": 0, "dtype": "float32", "shape": [1000, 1000]}, [b"\0" * 16], 10**9)

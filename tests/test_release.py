@@ -163,7 +163,7 @@ def test_the_leak_check_finds_a_planted_line():
 
 def test_the_committed_checker_is_what_the_build_writes(tmp_path):
     from autograder import REPO_ROOT
-    from autograder.student_check import write_checker
+    from autograder.tools.student_check import write_checker
 
     fresh = write_checker(REPO_ROOT / "release", tmp_path / "check_notebook.py").read_text(encoding="utf-8")
     assert (REPO_ROOT / "release" / "check_notebook.py").read_text(encoding="utf-8") == fresh, \

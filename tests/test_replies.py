@@ -8,8 +8,8 @@ import struct
 import pytest
 import torch
 
-from autograder.sandbox.reply import ReplyError, encode_frame, parse_reply_frame
-from autograder.validate import InvalidNumber, OddValue, plain_value, safe_text, safe_tree, student_id_from_name
+from autograder.running.sandbox.reply import ReplyError, encode_frame, parse_reply_frame
+from autograder.intake.validate import InvalidNumber, OddValue, plain_value, safe_text, safe_tree, student_id_from_name
 
 OK = {"op": "call", "id": 7, "ok": True, "seconds": 0.1, "output": ""}
 

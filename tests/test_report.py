@@ -12,10 +12,12 @@ from html.parser import HTMLParser
 import pytest
 
 from autograder import REPO_ROOT
-from autograder.report import (DETAIL_LABELS, SAFE_DETAIL_KEYS, TABLE_SCRIPT, TABLE_SCRIPT_HASH, TIER_NOTES,
-                               BorrowedAnswers, find_borrowed_hand_answers, render_report, render_summary)
-from autograder.results import CellRun, CheckResult, PartResult, SubmissionResult
-from autograder.sandbox.tiers import PROTECTS
+from autograder.reporting.class_summary import TABLE_SCRIPT, TABLE_SCRIPT_HASH, render_summary
+from autograder.reporting.copied_answers import BorrowedAnswers, find_borrowed_hand_answers
+from autograder.reporting.formatting import DETAIL_LABELS, SAFE_DETAIL_KEYS, TIER_NOTES
+from autograder.reporting.student_page import render_report
+from autograder.recording.results import CellRun, CheckResult, PartResult, SubmissionResult
+from autograder.running.sandbox.tiers import PROTECTS
 from browser import Chromium, chromium_path
 from solutions.student_params import student_answers, student_params
 
@@ -163,7 +165,7 @@ def test_the_instructors_grade_and_comment_show_in_the_report():
 
 
 def test_pending_written_answers_in_the_summary_and_the_csv(tmp_path):
-    from autograder.outputs import write_grades_csv
+    from autograder.recording.outputs import write_grades_csv
 
     pending, graded = hostile_result(), hostile_result()
     graded.student_id = "fay"
@@ -285,7 +287,7 @@ def test_every_tier_has_a_chinese_note():
 
 
 def test_diagnosis_is_named_by_its_chinese_title():
-    from autograder.diagnosis import variants_of
+    from autograder.checks.diagnosis import variants_of
 
     page = html.unescape(render_report(rmsnorm_result()))
     variant = variants_of("rmsnorm")["eps_outside_root"]
@@ -296,7 +298,7 @@ def test_diagnosis_is_named_by_its_chinese_title():
 
 def test_a_one_mistake_submission_shows_its_explanation_once_per_part(tmp_path):
     """A missing square root fails several checks in two parts: the explanation is shown once per part."""
-    from autograder.diagnosis import variants_of
+    from autograder.checks.diagnosis import variants_of
     from autograder.engine import GradingOptions, grade_submission
     from grading_helpers import TEST_LIMITS, edited_notebook
 
@@ -377,7 +379,7 @@ def test_screenshot_is_not_blank(tmp_path):
 def test_the_summary_of_2000_students_stays_under_5_mb():
     """Six assignments for 2,000 students, some flagged: one table row per student, links to each report."""
     from autograder.assignments import assignment_ids
-    from autograder.results import Flag, HandIn
+    from autograder.recording.results import Flag, HandIn
 
     ASSIGNMENTS = assignment_ids()
     results = []

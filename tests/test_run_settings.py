@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from autograder.late import LatePolicy
-from autograder.run_settings import SettingsChanged, check_and_store, grade_settings
-from autograder.sandbox.limits import Limits
+from autograder.intake.late import LatePolicy
+from autograder.recording.run_settings import SettingsChanged, check_and_store, grade_settings
+from autograder.running.sandbox.limits import Limits
 
 
 def settings(**limits):

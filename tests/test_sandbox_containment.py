@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from autograder import REPO_ROOT
-from autograder.sandbox import environment, tiers, uids
-from autograder.sandbox.process import Sandbox
+from autograder.running.sandbox import environment, tiers, uids
+from autograder.running.sandbox.process import Sandbox
 from grading_helpers import TEST_LIMITS
 
 pytestmark = pytest.mark.slow

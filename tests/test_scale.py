@@ -10,8 +10,8 @@ import pytest
 
 from autograder.engine import GradingOptions, Submission
 from autograder.examples import mistakes, notebook_with_edits
-from autograder.executors import Executor, run_submissions
-from autograder.grading_run import GradingRunError, RunOptions, run_grading
+from autograder.running.executors import Executor, run_submissions
+from autograder.run import GradingRunError, RunOptions, run_grading
 from conftest import release_notebook
 from grading_helpers import TEST_LIMITS
 
@@ -106,7 +106,7 @@ def test_a_new_gradebook_is_stamped_with_nbgrader_s_own_migration_head(tmp_path)
 
     from nbgrader.dbutil import _temp_alembic_ini
 
-    from autograder.gradebook import CourseGradebook
+    from autograder.recording.gradebook import CourseGradebook
 
     with CourseGradebook(tmp_path / "gradebook.db"):
         pass
@@ -120,7 +120,7 @@ def test_a_new_gradebook_is_stamped_with_nbgrader_s_own_migration_head(tmp_path)
 def test_a_worker_that_cannot_start_is_a_clear_error_not_a_retry_loop(tmp_path, monkeypatch):
     import sys
 
-    from autograder import executors
+    from autograder.running import executors
 
     monkeypatch.setattr(executors, "WORKER_COMMAND", [sys.executable, "-c", "import sys; sys.exit('no torch here')"])
     submissions = small_class(tmp_path)

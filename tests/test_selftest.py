@@ -2,10 +2,10 @@
 
 import pytest
 
-from autograder import selftest
-from autograder.diagnosis import variants_of
+from autograder.tools import selftest
+from autograder.checks.diagnosis import variants_of
 from autograder.examples import Mistake, alternatives, mistakes
-from autograder.results import CheckResult, PartResult, SubmissionResult
+from autograder.recording.results import CheckResult, PartResult, SubmissionResult
 from autograder.assignments import assignment_ids
 
 ASSIGNMENTS = assignment_ids()

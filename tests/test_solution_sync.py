@@ -4,7 +4,9 @@ import shutil
 
 import nbformat
 
-from autograder import REPO_ROOT, sync_solutions
+from autograder import REPO_ROOT
+
+from autograder.tools import sync_solutions
 from autograder.assignments import assignment_ids
 
 ASSIGNMENTS = assignment_ids()

@@ -27,7 +27,7 @@ def tier_rows() -> dict[str, list[str]]:
 
 
 def test_the_table_has_a_row_per_tier():
-    from autograder.sandbox.tiers import TIERS
+    from autograder.running.sandbox.tiers import TIERS
 
     assert sorted(tier_rows()) == sorted(TIERS)
 

@@ -16,8 +16,8 @@ import math
 import pytest
 import torch
 
-from autograder.diagnosis import PRECISION
-from autograder.probes import CheckFailed, ModuleRun, NotAnswered, StudentCodeFailed, describe_value, module_arg, probe_net_arg
+from autograder.checks.diagnosis import PRECISION
+from autograder.checks.probes import CheckFailed, ModuleRun, NotAnswered, StudentCodeFailed, describe_value, module_arg, probe_net_arg
 
 __all__ = [
     "check", "CheckFailed", "NotAnswered", "StudentCodeFailed", "ModuleRun", "module_arg", "probe_net_arg",

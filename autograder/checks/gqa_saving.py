@@ -7,7 +7,7 @@ scale variants then differ from the reference by far more than the tolerance), a
 a random non-causal 0/-inf mask (some blocked entries, never a whole row).
 
 When a comparison fails, the same inputs and weights go through the known-wrong variants of
-VARIANTS (grader side only) and a match names the mistake (autograder.diagnosis). When nothing
+VARIANTS (grader side only) and a match names the mistake (autograder.checks.diagnosis). When nothing
 matches, the message localises the fault with properties where it can (which argument of
 kv_cache_bytes is not proportional, whether repeat_kv only permutes heads, causality, whether the
 mask has any effect, which tokens or batch rows are right).
@@ -36,15 +36,15 @@ from autograder.checks import (
     run_reference,
     same_values,
 )
-from autograder.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family, named
-from autograder.probes import describe_value
+from autograder.checks.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family, named
+from autograder.checks.probes import describe_value
 from solutions import gqa_saving as ref
 from solutions.student_params import student_answers, student_params
 
 # --- the catalogue of mistakes ----------------------------------------------------------------------
 
 VARIANTS = catalogue(
-    # the attention and byte-count slips shared with other assignments (autograder.diagnosis.FAMILIES)
+    # the attention and byte-count slips shared with other assignments (autograder.checks.diagnosis.FAMILIES)
     *family(*ATTENTION_AND_BYTE_SLIPS),
     PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # the hand computation and kv_cache_bytes

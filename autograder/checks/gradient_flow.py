@@ -24,8 +24,8 @@ from autograder.checks import (
     F32, F64, CheckFailed, check, expect_module_matches, expect_numbers, expect_true, module_arg,
     probe_net_arg, run_reference, same_values,
 )
-from autograder.diagnosis import Variant, catalogue, named
-from autograder.probes import describe_value
+from autograder.checks.diagnosis import Variant, catalogue, named
+from autograder.checks.probes import describe_value
 from solutions import gradient_flow as ref
 from solutions.student_params import student_answers
 
@@ -306,7 +306,7 @@ def check_stack_module(student, class_name: str, d_model: int, num_layers: int, 
 
 
 class _ProbeNet(nn.Module):
-    """The sandbox's probe net (autograder.sandbox.runner.Runner.probe_net), rebuilt here for the expected values."""
+    """The sandbox's probe net (autograder.running.sandbox.runner.Runner.probe_net), rebuilt here for the expected values."""
 
     def __init__(self, d_model, num_layers):
         super().__init__()

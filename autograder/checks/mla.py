@@ -10,7 +10,7 @@ read as a boolean gives a different output. Cache sizes use d_rope > 0, bytes_pe
 layers (never 4: a forgotten num_layers would then equal a forgotten bytes_per_element), and batch,
 seq_len >= 2.
 
-Diagnosis (autograder.diagnosis): when a comparison fails, the same inputs and weights go through the
+Diagnosis (autograder.checks.diagnosis): when a comparison fails, the same inputs and weights go through the
 known-wrong variants of VARIANTS (written here, grader side only); a variant that matches, alone, is
 named. Unexpected parameter names are named from the keys (bias=True, MHA's W_k / W_v kept). A typed
 number is compared with what each catalogued slip gives; when two slips give the same number (e.g. twice
@@ -29,8 +29,8 @@ import torch.nn.functional as F
 from autograder.checks import (F32_ATTN, F64, CheckFailed, causal_mask, check, expect_close, expect_float64_precision,
                                expect_int, expect_module_matches, expect_true, expect_weights_loaded, module_arg,
                                run_reference, same_values)
-from autograder.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family, named
-from autograder.probes import describe_value
+from autograder.checks.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family, named
+from autograder.checks.probes import describe_value
 from solutions import mla as ref
 from solutions.student_params import student_answers, student_params
 
@@ -50,7 +50,7 @@ PINNED_LINEARS = ("W_q", "W_kv_down", "W_k_up", "W_v_up", "W_o")
 # --- the catalogue of mistakes ---------------------------------------------------------------------
 
 VARIANTS = catalogue(
-    # the attention and byte-count slips shared with other assignments (autograder.diagnosis.FAMILIES)
+    # the attention and byte-count slips shared with other assignments (autograder.checks.diagnosis.FAMILIES)
     *family(*ATTENTION_AND_BYTE_SLIPS),
     PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # the attention itself (module forward, and the same slips in the absorbed path of the bonus)

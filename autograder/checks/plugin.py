@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from autograder.checks.pytest_adapter import TestReport, runtestprotocol
-from autograder.probes import CheckFailed, StudentCode
-from autograder.validate import safe_text, safe_tree
+from autograder.checks.probes import CheckFailed, StudentCode
+from autograder.intake.validate import safe_text, safe_tree
 
 CHECKS_DIR = Path(__file__).parent
 
@@ -121,7 +121,7 @@ class GradingPlugin:
                     )
 
     def pytest_collection_finish(self, session):
-        from autograder.diagnosis import Variant
+        from autograder.checks.diagnosis import Variant
 
         for assignment_id, items in self.items.items():
             variants = getattr(items[0].module, "VARIANTS", None)

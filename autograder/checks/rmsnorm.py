@@ -21,7 +21,7 @@ from autograder.checks import (
     F32, F64, HAND, CheckFailed, Tol, check, expect_close, expect_float64_precision, expect_module_matches,
     expect_number, expect_numbers, expect_true, expect_weights_loaded, run_reference, same_values,
 )
-from autograder.diagnosis import PRECISION, Variant, catalogue, named
+from autograder.checks.diagnosis import PRECISION, Variant, catalogue, named
 from solutions import rmsnorm as ref
 from solutions.student_params import student_params
 

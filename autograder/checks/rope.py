@@ -15,7 +15,7 @@ precompute_rope_freqs is called with its default dtype (float32) only; its float
 through rope_score, which calls it with dtype=q.dtype.
 
 When an output is wrong, it is compared (here, in the grader) with the known-wrong variants of VARIANTS
-on the same inputs (autograder.diagnosis); a match names the mistake. Several slips give the same
+on the same inputs (autograder.checks.diagnosis); a match names the mistake. Several slips give the same
 rope_score (a reversed rotation, cos/sin swapped in either function, pos_q and pos_k swapped; theta
 ignored in precompute_rope_freqs or not passed by rope_score): one extra probe of the student's own
 precompute_rope_freqs / apply_rotary_emb tells them apart, and nothing is named when it cannot. When
@@ -28,8 +28,8 @@ import torch
 
 from autograder.checks import (F32, F64, CheckFailed, Tol, check, expect_close, expect_float64_precision, expect_true,
                                same_values)
-from autograder.diagnosis import PRECISION, Variant, catalogue, named
-from autograder.probes import describe_value
+from autograder.checks.diagnosis import PRECISION, Variant, catalogue, named
+from autograder.checks.probes import describe_value
 from solutions import rope as ref
 
 BF16 = Tol(5e-2, 1e-1)  # bfloat16 output: a loose comparison (computing natively in bfloat16 also passes)

@@ -10,7 +10,7 @@ multiple, biases counted or forgotten) gives a different integer on at least one
 the student's seed. The messages never name the d_model values: "the k-th d_model".
 
 When a comparison fails, the same inputs and weights go through the variants of VARIANTS (written
-here, from the formulas); a match names the mistake (autograder.diagnosis.named). Otherwise the
+here, from the formulas); a match names the mistake (autograder.checks.diagnosis.named). Otherwise the
 message localises the fault where a cheap property can: the inputs where swish goes wrong, the
 module's structure against the student's own swish, per-token independence, linearity in W_up,
 default_d_ff's multiple of 256, the student's own default_d_ff behind the module or the count.
@@ -25,8 +25,8 @@ from autograder.checks import (
     F32, F64, CheckFailed, check, expect_close, expect_float64_precision, expect_int, expect_module_matches,
     expect_true, expect_weights_loaded, run_reference, same_values,
 )
-from autograder.diagnosis import PRECISION, Variant, catalogue, named
-from autograder.probes import describe_value
+from autograder.checks.diagnosis import PRECISION, Variant, catalogue, named
+from autograder.checks.probes import describe_value
 from solutions import swiglu as ref
 
 WEIGHTS = ("W_gate.weight", "W_up.weight", "W_down.weight")

@@ -30,7 +30,7 @@ import nbformat
 
 from autograder import REPO_ROOT
 from autograder.examples import notebook_with_edits
-from autograder.sandbox import tiers
+from autograder.running.sandbox import tiers
 
 SOURCE = REPO_ROOT / "assignments" / "rmsnorm" / "rmsnorm.ipynb"
 ASSIGNMENT = "rmsnorm"

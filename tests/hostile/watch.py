@@ -10,7 +10,7 @@ import threading
 import time
 
 from autograder import REPO_ROOT
-from autograder.sandbox import uids
+from autograder.running.sandbox import uids
 
 
 def tree_fingerprint(*roots) -> dict[str, str]:
@@ -190,7 +190,7 @@ class Listeners:
 
 def machine_tiers() -> list[str]:
     """The tiers this machine runs (probed as the sandbox would run: as an unprivileged uid when root)."""
-    from autograder.sandbox import tiers
+    from autograder.running.sandbox import tiers
 
     try:
         return tiers.available(65534 if os.geteuid() == 0 else None)

@@ -1,0 +1,141 @@
+"""Naming the mistake: the catalogue of known-wrong variants, and what the grader says when one matches.
+
+Each check module (autograder/checks/<id>.py) declares `VARIANTS`, its catalogue: reference-side
+code paths that reproduce a typical mistake, each with a stable name and a Chinese explanation of the
+mistake and of the right idea. When a check fails, it runs the same inputs and weights through the
+variants that could explain the failure; a match (within tolerance) names the mistake. Nothing is
+named that was not matched: otherwise the message only localises the fault (shape, dtype, NaN,
+causality, gradients, ...).
+
+A variant that is the pinned convention up to a permutation (RoPE's half-split pairing, the chapter's
+`h % num_kv_heads` GQA mapping) is marked `convention=True`: the instructor chooses how much of the
+check's points it keeps (GradingOptions.convention_credit, default 0).
+"""
+
+import functools
+import importlib
+from dataclasses import dataclass
+
+from autograder.checks.probes import CheckFailed
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # stable, snake_case, unique within its assignment
+    explanation: str  # Chinese: what the mistake is, and the right idea
+    convention: bool = False  # the same idea under another convention (a permutation), not an error
+    title: str = ""  # Chinese, a few words: the heading in reports and the summary (default: the explanation's start)
+
+    @property
+    def heading(self) -> str:
+        """The mistake's Chinese title: `title`, else the explanation up to its first clause break, short."""
+        if self.title:
+            return self.title
+        text = self.explanation
+        for stop in ("；", "：", "。", "（"):
+            if stop in text:
+                text = text.split(stop, 1)[0]
+        return text if len(text) <= 40 else text[:39] + "…"
+
+
+# One precision outcome for every assignment (one name, one explanation, counted as one family in the summary):
+# float64 inputs computed with float32 internals. Right algorithm; only the part's precision check is lost.
+PRECISION = Variant(
+    "float32_precision", title="只差在 float32 的精度（算法是对的）", explanation=
+    "结果只差在 float32 的舍入误差量级：算法是对的，但 float64 的输入在中间被转成了 float32 计算"
+    "（例如 transformers 的 LlamaRMSNorm 先 .float() 再转回、softmax(..., dtype=torch.float32)、用 float32 建 RoPE 的角度）。"
+    "本作业约定 float64 的输入全程用 float64 计算并返回 float64；这一点只在每小题的精度检查里扣分，其他检查照常得分",
+)
+
+
+# Mistakes shared by several assignments (the attention slips, the byte-count slips): one name, one title and
+# one explanation, so that the class summary counts each once per assignment. A catalogue takes them by name:
+# catalogue(*family("no_scale", "mask_ignored"), Variant(...), ...).
+FAMILIES = {v.name: v for v in (
+    # the attention
+    Variant("no_scale", "结果与「注意力分数没有除以 √d_head」一致：每个头的分数是 q·k / √d_head，先缩放，再加 mask、做 softmax",
+            title="注意力分数没有缩放"),
+    Variant("scale_d_model", "结果与「分数除以 √d_model」一致：每个头的点积只有 d_head 维，缩放应该是 1/√d_head"
+                             "（d_head = d_model // 头数）", title="缩放用了 √d_model"),
+    Variant("mask_ignored", "结果与「没有使用 mask」一致：传入了 mask 时，要把它加到缩放后的分数上，再做 softmax",
+            title="没有使用 mask"),
+    Variant("mask_multiplied", "结果与「把 mask 乘到分数上」一致：mask 是加性的（允许处为 0，屏蔽处为 −inf），"
+                               "要加到缩放后的分数上，再做 softmax，而不是相乘", title="mask 乘到了分数上"),
+    Variant("softmax_wrong_dim", "结果与「softmax 沿查询维（倒数第二维）做」一致：应沿最后一维（key 的位置）做 softmax，"
+                                 "让每个查询对所有 key 的权重之和为 1", title="softmax 的维度不对"),
+    Variant("view_without_transpose", "结果与「把 [B, S, d_model] 直接 view/reshape 成 [B, H, S, d_head]」一致："
+                                      "这样会把不同 token 的向量拆进同一个头。应先 view 成 [B, S, H, d_head]，再 transpose(1, 2)",
+            title="拆头时没有 transpose"),
+    Variant("merge_heads_without_transpose", "结果与「合并头时没有先 transpose 就 reshape」一致：注意力的结果是 "
+                                             "[B, H, S, d_head]，应先 transpose(1, 2) 成 [B, S, H, d_head]，再 reshape 成 "
+                                             "[B, S, H * d_head]", title="合并头时没有 transpose"),
+    Variant("no_output_projection", "结果与「合并头之后没有经过 W_o」一致：各头的结果拼回 [B, S, H * d_head] 之后，"
+                                    "还要再乘输出投影 W_o", title="没有输出投影 W_o"),
+    Variant("linear_bias", "模块里多出了 bias 参数，与「nn.Linear 用了默认的 bias=True」一致：约定的投影都是 "
+                           "nn.Linear(..., bias=False)，只有 weight", title="投影多了 bias"),
+    Variant("q_heads_for_kv", "结果与「K/V 的头数用了 num_q_heads（那是 MHA）」一致：GQA 只有 num_kv_heads 个 K/V 头，"
+                              "每 num_q_heads // num_kv_heads 个 Q 头共享一个；KV Cache 按 num_kv_heads 个头算，W_k、W_v 的输出维"
+                              "是 num_kv_heads * d_head", title="KV 头数用了 Q 的头数"),
+    # byte counts
+    Variant("k_only", "结果正好是正确值的一半，与「只算了 K、漏了 V」一致：KV Cache 要同时存 K 和 V 两份，"
+                      "公式最前面的因子 2 不能少", title="只算了 K，漏了 V"),
+    Variant("fp32_bytes", "结果正好是正确值的 2 倍，与「按 FP32（每个元素 4 字节）计算」一致：本题按 FP16，每个元素 2 字节",
+            title="按 FP32 算了字节数"),
+    Variant("bits_not_bytes", "结果正好是正确值的 8 倍，与「算成了比特（bit）」一致：要的是字节数（1 字节 = 8 比特，"
+                              "一个 FP16 元素是 2 字节）", title="算成了比特"),
+    Variant("mb_not_bytes", "结果与「换算成了 MB（除以 10⁶）」一致：要的是字节数（整数）；打印显存时本作业用 MiB（1024²），"
+                            "不用 10⁶", title="换算成了 MB"),
+    Variant("mib_not_bytes", "结果与「换算成了 MiB（除以 1024²）」一致：要的是字节数（整数），MiB 只在打印显存时用",
+            title="换算成了 MiB"),
+    Variant("ignores_bytes_per_element", "结果没有随 bytes_per_element 变化（像是把每个元素的字节数写死了）："
+                                         "要乘上传入的 bytes_per_element（默认 2，即 FP16）",
+            title="没有用 bytes_per_element"),
+    Variant("ignores_num_layers", "结果与 num_layers 无关：整个模型的缓存是一层的 num_layers 倍，要乘上传入的 num_layers"
+                                  "（默认 1）", title="没有乘 num_layers"),
+)}
+
+
+# what GQA's and MLA's catalogues share: every family above
+ATTENTION_AND_BYTE_SLIPS = tuple(FAMILIES)
+
+
+def family(*names: str) -> list[Variant]:
+    """The shared variants of these names, for a catalogue."""
+    return [FAMILIES[name] for name in names]
+
+
+def catalogue(*variants: Variant) -> dict[str, Variant]:
+    names = [v.name for v in variants]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate variant names in {names}")
+    return {v.name: v for v in variants}
+
+
+def named(failure: CheckFailed, variant: Variant | None) -> CheckFailed:
+    """`failure` with the mistake named, or unchanged when nothing matched."""
+    if variant is None:
+        return failure
+    details = dict(failure.details, convention=True) if variant.convention else failure.details
+    return CheckFailed(f"{failure.message}。{variant.explanation}", details, diagnosis=variant.name)
+
+
+@functools.lru_cache(maxsize=None)
+def variants_of(assignment_id: str) -> dict[str, Variant]:
+    """The catalogue of one assignment (from its check module)."""
+    module = importlib.import_module(f"autograder.checks.{assignment_id}")
+    return dict(getattr(module, "VARIANTS", {}))
+
+
+def heading(assignment_id: str, name: str | None) -> str:
+    """The Chinese title of a diagnosed mistake (the name itself if it is not in the catalogue)."""
+    if not name:
+        return ""
+    variant = variants_of(assignment_id).get(name)
+    return variant.heading if variant else name
+
+
+def explain(assignment_id: str, name: str | None) -> str:
+    if not name:
+        return ""
+    variant = variants_of(assignment_id).get(name)
+    return variant.explanation if variant else ""

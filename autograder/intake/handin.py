@@ -1,0 +1,241 @@
+"""How and when a submission was handed in: who wrote it, when, how late, and what that costs.
+
+One function, `assess`, called by the grading run for every submission, gives a `HandIn` record
+(autograder.recording.results). The rules:
+
+- identity: where the exchange's inbound folder of the submission is found (autograder.intake.exchange), every
+  owner of it and its files must be the student id; otherwise an `identity` flag. Grading still runs;
+  the instructor decides (and feedback is withheld from the exchange until they do, see autograder.run).
+- time: the student-written timestamp.txt is used when it agrees with the time the exchange saw the
+  submission land (the latest ctime in its inbound folder) within `time_tolerance` seconds; otherwise
+  the observed time is used and a `time` flag says so. Without an inbound folder, timestamp.txt is
+  all there is (as with `nbgrader zip_collect`); an exchange whose inbound folder lacks the submission
+  gives an `unverified` flag.
+- lateness: against the assignment's due date in nbgrader's gradebook (`nbgrader db assignment add ID
+  --duedate=...`) plus the student's extension there (`autograde extension`), with the late policy
+  (autograder.intake.late) from the course's nbgrader_config.py, overridden by command-line flags.
+
+Settings in the course's nbgrader_config.py (all optional):
+
+    c.Autograde.late_policy = "percent_per_day"   # none | fixed | percent_per_hour | percent_per_day
+    c.Autograde.late_percent = 10                 # percent of the maximum score per started hour/day
+    c.Autograde.late_points = 2                   # for "fixed": points off when late
+    c.Autograde.late_cap_percent = 50             # the total penalty at most this percent of the maximum
+    c.Autograde.time_tolerance = 120              # seconds timestamp.txt may differ from the observed time
+    c.Autograde.check_owner = True                # False where every student's files have one owner (Docker)
+
+and nbgrader's own `c.Exchange.root` and `c.CourseDirectory.course_id` to find the exchange.
+"""
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from autograder.intake.exchange import ExchangeLocation, Provenance, match_inbound, provenance
+from autograder.intake.late import LatePolicy, LatePolicyError, policy_from_settings
+from autograder.recording.results import FLAG_IDENTITY, FLAG_TIME, FLAG_UNVERIFIED, Flag, HandIn, SubmissionResult
+
+CONFIG_SECTION = "Autograde"
+CONFIG_KEYS = {"late_policy": "method", "late_points": "points", "late_percent": "percent",
+               "late_cap_percent": "cap_percent", "time_tolerance": None, "check_owner": None,
+               "submission_timeout": None}
+DEFAULT_SUBMISSION_TIMEOUT = 300.0
+DEFAULT_TIME_TOLERANCE = 120.0
+NBGRADER_DEFAULT_EXCHANGE = "/srv/nbgrader/exchange"
+
+
+class HandInError(Exception):
+    """Bad settings for hand-in checks or the late policy: the message names the setting."""
+
+
+@dataclass
+class HandInOptions:
+    """Command-line overrides of the course's settings (None: take the course's)."""
+
+    late_policy: str | None = None
+    late_points: float | None = None
+    late_percent: float | None = None
+    late_cap_percent: float | None = None
+    time_tolerance: float | None = None
+    exchange: Path | None = None
+    course_id: str | None = None
+    release_flagged_feedback: bool = False  # also put feedback of identity-flagged submissions into feedback/
+
+
+@dataclass(frozen=True)
+class HandInSettings:
+    policy: LatePolicy = LatePolicy()
+    exchange: ExchangeLocation | None = None
+    time_tolerance: float = DEFAULT_TIME_TOLERANCE
+    check_owner: bool = True
+    release_flagged_feedback: bool = False
+
+
+def load_course_config(course: Path):
+    """The course's nbgrader_config.py as nbgrader reads it (traitlets), or an empty config."""
+    from traitlets.config import Config
+    from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
+
+    if course is None or not (Path(course) / "nbgrader_config.py").is_file():
+        return Config()
+    try:
+        return PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    except ConfigFileNotFound:
+        return Config()
+    except Exception as exc:  # the instructor's file raised: say so, with the file
+        raise HandInError(f"{Path(course) / 'nbgrader_config.py'}: cannot load it: {type(exc).__name__}: {exc}") \
+            from None
+
+
+def _section_value(section, key):
+    return section[key] if key in section else None
+
+
+def submission_timeout(course: Path | None, override: float | None = None) -> float:
+    """The per-submission wall-clock budget: the command line's, else c.Autograde.submission_timeout, else 300 s."""
+    where = f"{Path(course) / 'nbgrader_config.py'}" if course else "settings"
+    if override is None:
+        config = load_course_config(course)
+        section = config[CONFIG_SECTION] if CONFIG_SECTION in config else {}
+        override = section.get("submission_timeout", DEFAULT_SUBMISSION_TIMEOUT)
+    else:
+        where = "--submission-timeout"
+    if isinstance(override, bool) or not isinstance(override, (int, float)) or not math.isfinite(override) \
+            or override <= 0:
+        raise HandInError(f"{where}: submission_timeout must be a number of seconds > 0, not {override!r}")
+    return float(override)
+
+
+def load_settings(course: Path | None, options: HandInOptions | None = None) -> HandInSettings:
+    """Late policy, exchange and tolerances: the course's nbgrader_config.py, then the command-line flags."""
+    options = options or HandInOptions()
+    config = load_course_config(course)
+    where = f"{Path(course) / 'nbgrader_config.py'}" if course else "settings"
+    section = config[CONFIG_SECTION] if CONFIG_SECTION in config else {}
+    unknown = sorted(set(section) - set(CONFIG_KEYS))
+    if unknown:
+        raise HandInError(f"{where}: unknown setting(s) {', '.join(f'c.{CONFIG_SECTION}.{k}' for k in unknown)}; "
+                          f"the settings are {', '.join(f'c.{CONFIG_SECTION}.{k}' for k in CONFIG_KEYS)}")
+    policy_settings = {field: section[key] for key, field in CONFIG_KEYS.items() if field and key in section}
+    flags = {"method": options.late_policy, "points": options.late_points, "percent": options.late_percent,
+             "cap_percent": options.late_cap_percent}
+    overridden = {k: v for k, v in flags.items() if v is not None}
+    if "method" in overridden and overridden["method"] != policy_settings.get("method"):
+        policy_settings = {}  # another method from the command line: the course's numbers belong to its own
+    source = where + (" and the command line" if overridden else "")
+    try:
+        policy = policy_from_settings({**policy_settings, **overridden}, source)
+    except LatePolicyError as exc:
+        raise HandInError(str(exc)) from None
+
+    tolerance = options.time_tolerance if options.time_tolerance is not None else section.get(
+        "time_tolerance", DEFAULT_TIME_TOLERANCE)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not math.isfinite(tolerance) \
+            or tolerance < 0:
+        raise HandInError(f"{where}: time_tolerance must be a number of seconds >= 0, not {tolerance!r}")
+    check_owner = section.get("check_owner", True)
+    if not isinstance(check_owner, bool):
+        raise HandInError(f"{where}: c.{CONFIG_SECTION}.check_owner must be True or False, not {check_owner!r}")
+
+    root = options.exchange
+    if root is None and "Exchange" in config and "root" in config.Exchange:
+        root = config.Exchange.root
+    course_id = options.course_id
+    if course_id is None and "CourseDirectory" in config and "course_id" in config.CourseDirectory:
+        course_id = config.CourseDirectory.course_id
+    exchange = None
+    if course_id:
+        exchange = ExchangeLocation(Path(root or NBGRADER_DEFAULT_EXCHANGE), str(course_id))
+    elif options.exchange is not None:
+        raise HandInError("--exchange needs the course id: set c.CourseDirectory.course_id in nbgrader_config.py "
+                          "or pass --course-id")
+    return HandInSettings(policy, exchange, float(tolerance), check_owner, options.release_flagged_feedback)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat(sep=" ", timespec="seconds") + " UTC" if moment is not None else None
+
+
+def parse_time(text: str) -> datetime:
+    """nbgrader's own reading of a timestamp (naive UTC)."""
+    from nbgrader.utils import parse_utc
+
+    return parse_utc(text.strip())
+
+
+def _student_timestamp(folder: Path | None) -> tuple[datetime | None, Flag | None]:
+    if folder is None:
+        return None, None
+    path = folder / "timestamp.txt"
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 1000:
+            raise ValueError
+        text = path.read_text(encoding="utf-8", errors="replace")
+        return parse_time(text), None
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError, OverflowError):
+        return None, Flag(FLAG_TIME, "timestamp.txt cannot be read as a time",
+                          "提交中的 timestamp.txt 不是一个有效的时间")
+
+
+def assess(result: SubmissionResult, folder: Path | None, notebook: Path | None, settings: HandInSettings,
+           due: datetime | None, extension: timedelta | None) -> HandIn | None:
+    """The hand-in record of one graded submission (None: nothing is known about its hand-in)."""
+    student_ts, ts_flag = _student_timestamp(folder)
+    flags = [ts_flag] if ts_flag else []
+    prov: Provenance | None = None
+    if folder is not None and settings.exchange is not None and settings.exchange.inbound.is_dir():
+        inbound = match_inbound(settings.exchange, result.student_id, result.assignment_id, folder, notebook)
+        if inbound is None:
+            flags.append(Flag(FLAG_UNVERIFIED,
+                              f"no folder in {settings.exchange.inbound} matches this submission's timestamp.txt: "
+                              "who wrote it and when cannot be checked",
+                              "在交换目录中找不到这份提交的原件，无法核对提交者和提交时间"))
+        else:
+            try:
+                prov = provenance(inbound)
+            except OSError as exc:
+                flags.append(Flag(FLAG_UNVERIFIED, f"cannot read {inbound}: {exc.strerror}",
+                                  "无法读取这份提交在交换目录中的原件"))
+    if folder is None and due is None:
+        return None
+
+    if prov is not None and settings.check_owner and set(prov.owners) != {result.student_id}:
+        flags.append(Flag(FLAG_IDENTITY,
+                          f"submitted under the id {result.student_id!r} but written by the OS user(s) "
+                          f"{', '.join(prov.owners)}",
+                          f"这份以学号 {result.student_id} 提交的作业由系统用户 {', '.join(prov.owners)} 写入，"
+                          "与学号不符；成绩待老师核实"))
+
+    submitted, source = student_ts, "timestamp.txt" if student_ts else "none"
+    if prov is not None:
+        if student_ts is None or abs((student_ts - prov.observed_at).total_seconds()) > settings.time_tolerance:
+            submitted, source = prov.observed_at, "exchange"
+            said = f"says {_iso(student_ts)}" if student_ts else "is missing or unreadable"
+            flags.append(Flag(FLAG_TIME,
+                              f"timestamp.txt {said}, but the exchange saw the submission land at "
+                              f"{_iso(prov.observed_at)}; the observed time is used",
+                              f"提交中的 timestamp.txt 与交换目录记录的提交时间（{_iso(prov.observed_at)}）不符；"
+                              "以交换目录记录的时间为准"))
+
+    due_with_extension = due + extension if due is not None and extension else due
+    seconds_late = max(0.0, (submitted - due_with_extension).total_seconds()) \
+        if submitted is not None and due_with_extension is not None else 0.0
+    penalty = settings.policy.penalty(result.score, result.max_score, seconds_late)
+    return HandIn(
+        submitted_at=_iso(submitted), time_source=source, student_timestamp=_iso(student_ts),
+        observed_at=_iso(prov.observed_at) if prov else None,
+        submitter=", ".join(prov.owners) if prov else None, inbound=prov.folder.name if prov else None,
+        due=_iso(due_with_extension), extension_seconds=extension.total_seconds() if extension else 0.0,
+        seconds_late=seconds_late, penalty=penalty, policy=settings.policy.describe(),
+        policy_zh=settings.policy.describe_zh(), flags=flags,
+    )
+
+
+def from_iso(text: str | None) -> datetime | None:
+    """A time written by `_iso` back to naive UTC."""
+    if not text:
+        return None
+    return datetime.fromisoformat(text.removesuffix(" UTC"))

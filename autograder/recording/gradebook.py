@@ -1,0 +1,246 @@
+"""Scores into nbgrader's own SQLite gradebook, so that `nbgrader export` and formgrader show them.
+
+Each part's score becomes the auto score of its grade cell; students, the assignment, its notebook
+and its cells, and the submission are created as needed. The notebook's cells are what `nbgrader
+generate_assignment` stores (its SaveCells step: grade, solution and source cells of the release
+notebook, with checksums), so nbgrader's own `autograde`, `generate_feedback` and formgrader accept
+the gradebook. The scores of one submission are written in one transaction (all or nothing), and
+writing them again changes nothing (idempotent). A manual score or comment set in formgrader is
+never touched: it hides the auto score, so an instructor's override survives a regrade; a written
+answer has no auto score (as nbgrader has it) and waits for the instructor's.
+"""
+
+import functools
+import os
+import subprocess
+import sys
+import warnings
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import nbformat
+import nbgrader.api
+from nbgrader import utils as nbgrader_utils
+from nbgrader.api import Comment, Grade, Gradebook, MissingEntry
+from sqlalchemy.exc import SAWarning
+
+from autograder.assignments import Assignment
+from autograder.recording.results import SubmissionResult
+
+
+def _alembic_on_path() -> None:
+    """nbgrader may run `alembic` from PATH: make it this environment's, even from a venv not activated."""
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
+@functools.lru_cache(maxsize=1)
+def _alembic_head() -> str:
+    """The migration head nbgrader stamps into a new gradebook, read in-process from nbgrader's own scripts.
+
+    nbgrader asks a `alembic heads` subprocess for it (about 2 s, and only with alembic on PATH)."""
+    import nbgrader
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(nbgrader.__file__).parent / "alembic"))
+    return ScriptDirectory.from_config(config).get_current_head()
+
+
+def run_nbgrader(args: list[str], cwd: Path, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """`python -m nbgrader ARGS` in `cwd` from this environment: its bin first on PATH (nbgrader runs `alembic`
+    from there), UTF-8 files (rosters hold Chinese names; nbgrader opens them with the default encoding)."""
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+               PYTHONUTF8="1")
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+class CourseGradebook:
+    def __init__(self, path: Path, course_id: str = "default_course"):
+        _alembic_on_path()
+        nbgrader.api.get_alembic_version = _alembic_head  # the same answer as nbgrader's subprocess, in-process
+        self.path = Path(path)
+        self.gb = Gradebook(f"sqlite:///{self.path}", course_id=course_id)
+        self._prepared: set[str] = set()
+        self._due_dates: dict[str, datetime | None] = {}
+
+    def close(self) -> None:
+        self.gb.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def roster(self) -> list[str]:
+        """The students nbgrader knows (`nbgrader db student import`)."""
+        return sorted(s.id for s in self.gb.students)
+
+    def students(self) -> dict[str, dict]:
+        """id -> {"email": ..., "named": whether it has a name or email (imported, not added by autograde)}."""
+        return {s.id: {"email": s.email or "", "named": bool(s.first_name or s.last_name or s.email)}
+                for s in self.gb.students}
+
+    def ensure_assignment(self, assignment: Assignment) -> None:
+        """The assignment, its notebook and its cells as `nbgrader generate_assignment` stores them; the maxima
+        from the source notebook."""
+        if assignment.id in self._prepared:
+            return
+        gb, notebook = self.gb, assignment.source.stem
+        try:
+            gb.find_assignment(assignment.id)
+        except MissingEntry:
+            gb.add_assignment(assignment.id)
+        gb.update_or_create_notebook(notebook, assignment.id)
+        self._save_cells(assignment)
+        for part in assignment.parts:
+            gb.update_or_create_grade_cell(part.grade_id, notebook, assignment.id, max_score=part.points,
+                                           cell_type="markdown" if part.written else "code")
+        self._fill_submissions(assignment)
+        self._prepared.add(assignment.id)
+
+    def _save_cells(self, assignment: Assignment) -> None:
+        """What nbgrader's SaveCells records from the student version (release/): a solution cell per answer cell,
+        a source cell (source, locked, checksum) per nbgrader cell. nbgrader's autograde restores the locked cells
+        from these and drops the metadata of a cell it does not find ("nbgrader cell does not have a grade_id")."""
+        gb, notebook = self.gb, assignment.source.stem
+        release = assignment.source.parent.parent.parent / "release" / assignment.id / assignment.source.name
+        cells = nbformat.read(release if release.is_file() else assignment.source, as_version=4).cells
+        for cell in cells:
+            if not (nbgrader_utils.is_grade(cell) or nbgrader_utils.is_solution(cell) or nbgrader_utils.is_locked(cell)):
+                continue
+            meta = cell.metadata["nbgrader"]
+            if nbgrader_utils.is_solution(cell):
+                gb.update_or_create_solution_cell(meta["grade_id"], notebook, assignment.id)
+            gb.update_or_create_source_cell(meta["grade_id"], notebook, assignment.id, cell_type=cell.cell_type,
+                                            locked=nbgrader_utils.is_locked(cell), source=cell.source,
+                                            checksum=meta.get("checksum"))
+
+    def _fill_submissions(self, assignment: Assignment) -> None:
+        """A grade per grade cell and a comment per solution cell in every submission of the notebook, as
+        `add_submission` makes them: submissions made before a cell was in the gradebook lack them, and
+        nbgrader's autograde and formgrader expect them."""
+        gb = self.gb
+        nb = gb.find_notebook(assignment.source.stem, assignment.id)
+        added = False
+        for submitted in nb.submissions:
+            graded = {g.cell_id for g in submitted.grades}
+            commented = {c.cell_id for c in submitted.comments}
+            for cell in nb.grade_cells:
+                if cell.id not in graded:
+                    gb.db.add(Grade(cell_id=cell.id, notebook=submitted))
+                    added = True
+            for cell in nb.solution_cells:
+                if cell.id not in commented:
+                    gb.db.add(Comment(cell_id=cell.id, notebook=submitted))
+                    added = True
+        if added:
+            gb.db.commit()
+
+    def _submission(self, assignment: Assignment, student_id: str):
+        """The student's submission of the assignment, with the assignment, the student and the submission (an
+        empty grade per cell) created as needed."""
+        self.ensure_assignment(assignment)
+        gb = self.gb
+        try:
+            gb.find_student(student_id)
+        except MissingEntry:
+            gb.add_student(student_id)
+        try:
+            return gb.find_submission(assignment.id, student_id)
+        except MissingEntry:
+            with warnings.catch_warnings():  # nbgrader's own add_submission trips SQLAlchemy's autoflush warnings
+                warnings.simplefilter("ignore", SAWarning)
+                return gb.add_submission(assignment.id, student_id)
+
+    def record(self, result: SubmissionResult, assignment: Assignment) -> dict[str, float | None]:
+        """Write one submission's part scores as auto scores, all in one transaction. Returns the auto scores it
+        replaced (grade_id -> the gradebook's value before) where they differed from ours."""
+        gb, notebook = self.gb, assignment.source.stem
+        submission = self._submission(assignment, result.student_id)
+        scores = {p.grade_id: p.auto_score for p in result.parts}
+        replaced = {}
+        try:
+            if result.handin is not None:  # when it was handed in, and the late penalty `nbgrader export` subtracts
+                self._record_handin(result, assignment, submission)
+            # the submission's grades in one query, not one find_grade per part
+            grades = {g.name: g for nb in submission.notebooks if nb.name == notebook for g in nb.grades}
+            for part in assignment.parts:
+                grade = grades.get(part.grade_id) or gb.find_grade(part.grade_id, notebook, assignment.id,
+                                                                   result.student_id)
+                auto = None if part.written else float(scores.get(part.grade_id) or 0.0)
+                if grade.auto_score != auto:
+                    replaced[part.grade_id] = grade.auto_score
+                    grade.auto_score = auto
+                # a written answer worth points still waits for the instructor; everything else is done
+                needs = bool(part.written and part.points > 0 and grade.manual_score is None)
+                if grade.needs_manual_grade != needs:
+                    grade.needs_manual_grade = needs
+            gb.db.commit()
+        except BaseException:
+            gb.db.rollback()
+            raise
+        return replaced
+
+    def manual_grades(self, assignment: Assignment, student_id: str) -> dict[str, tuple[float | None, str]]:
+        """grade_id -> (the manual score, the instructor's comments) given in formgrader, for the parts that have
+        either. formgrader comments on solution cells: a part's are those on its answer cells (a written answer's
+        solution cell is its grade cell)."""
+        try:
+            submission = self.gb.find_submission(assignment.id, student_id)
+        except MissingEntry:
+            return {}
+        notebook = next((nb for nb in submission.notebooks if nb.name == assignment.source.stem), None)
+        if notebook is None:
+            return {}
+        scores = {g.name: g.manual_score for g in notebook.grades}
+        comments = {c.name: c.manual_comment.strip() for c in notebook.comments if (c.manual_comment or "").strip()}
+        found = {}
+        for part in assignment.parts:
+            cells = dict.fromkeys([*part.answer_cells, part.grade_id])
+            comment = "\n\n".join(comments[c] for c in cells if c in comments)
+            if scores.get(part.grade_id) is not None or comment:
+                found[part.grade_id] = (scores.get(part.grade_id), comment)
+        return found
+
+    def _record_handin(self, result: SubmissionResult, assignment: Assignment, submission) -> None:
+        from autograder.intake.handin import from_iso
+
+        submitted = from_iso(result.handin.submitted_at)
+        if submitted is not None:
+            submission.timestamp = submitted
+        notebooks = sorted(submission.notebooks, key=lambda nb: nb.name != assignment.source.stem)
+        for i, nb in enumerate(notebooks):  # the whole penalty on the assignment's notebook (it has one)
+            nb.late_submission_penalty = result.handin.penalty if i == 0 else 0.0
+
+    def due_date(self, assignment_id: str) -> datetime | None:
+        """The assignment's due date (naive UTC), set by `nbgrader db assignment add ID --duedate=...`; read once
+        per gradebook opened (a run), not once per submission."""
+        if assignment_id not in self._due_dates:
+            try:
+                self._due_dates[assignment_id] = self.gb.find_assignment(assignment_id).duedate
+            except MissingEntry:
+                return None
+        return self._due_dates[assignment_id]
+
+    def extension(self, assignment_id: str, student_id: str) -> timedelta | None:
+        """The student's extension for the assignment, if the gradebook has one."""
+        try:
+            return self.gb.find_submission(assignment_id, student_id).extension
+        except MissingEntry:
+            return None
+
+    def grant_extension(self, assignment: Assignment, student_id: str, extension: timedelta) -> None:
+        """Set (or with a zero length, remove) a student's extension; creates the student and submission."""
+        self._submission(assignment, student_id)
+        seconds = extension.total_seconds()
+        self.gb.grant_extension(assignment.id, student_id, minutes=seconds / 60 if seconds > 0 else 0)
+
+    def scores(self, assignment_id: str, student_id: str) -> dict[str, float | None]:
+        """grade_id -> the score nbgrader shows (manual if set, else auto): for tests and checks."""
+        submission = self.gb.find_submission(assignment_id, student_id)
+        return {g.name: g.score for nb in submission.notebooks for g in nb.grades}

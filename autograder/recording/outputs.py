@@ -1,0 +1,210 @@
+"""What a grading run leaves in its output folder, written so that nothing is lost half-way.
+
+    OUT/results/<student>/<assignment>.json   one file per submission, written as soon as it is graded
+                                              (atomically), so an interrupted run resumes where it stopped
+    OUT/results.json                          every submission, for the LMS
+    OUT/grades.csv                            one row per student of the roster, one column per assignment
+    OUT/reports/<student>/<assignment>.html   the student's report
+    OUT/summary.html                          the class summary for the instructor
+"""
+
+import csv
+import hashlib
+import json
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from autograder.recording.results import SubmissionResult
+from autograder.intake.validate import safe_tree
+
+
+def safe_name(student_id: str) -> str:
+    """A file name for any student id (spaces, unicode and `/` included), reversible and never `.` or `..`."""
+    name = quote(student_id, safe=" -_.@+,=()[]{}~") if student_id not in (".", "..") else quote(student_id, safe="")
+    if name in (".", "..") or name.startswith("."):
+        name = "%2E" + name[1:]
+    return name or "%00"
+
+
+def atomic_write(path: Path, data: str | bytes, durable: bool = True) -> None:
+    """Write `data` to `path` whole or not at all; `durable`: on disk before it replaces the old file (fsync).
+
+    What can be rebuilt from the stored results (reports, feedback) skips the fsync: it costs more than
+    the rendering."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def notebook_digest(path: Path) -> str:
+    """sha256 of the file's bytes; a link or a special file is not followed (OSError): it may point at a secret."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        digest = hashlib.sha256()
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+        return digest.hexdigest()
+
+
+_NOTEBOOK_SHA256, _CACHE_KEY = "notebook_sha256", "cache_key"
+
+
+@dataclass
+class StoredResult:
+    result: SubmissionResult
+    notebook_sha256: str | None
+    cache_key: str | None  # what it was graded under (grading.cache_key); None: before the cache existed
+
+
+class ResultStore:
+    """One JSON file per graded submission under OUT/results/."""
+
+    def __init__(self, out: Path):
+        self.root = Path(out) / "results"
+
+    def path(self, student_id: str, assignment_id: str) -> Path:
+        return self.root / safe_name(student_id) / f"{assignment_id}.json"
+
+    def save(self, result: SubmissionResult, digest: str | None = None, cache_key: str | None = None) -> None:
+        data = result.to_dict()
+        data = safe_tree(data)  # whatever text a submission left in it, the file is valid UTF-8 JSON
+        data[_NOTEBOOK_SHA256], data[_CACHE_KEY] = digest, cache_key
+        atomic_write(self.path(result.student_id, result.assignment_id), json.dumps(data, ensure_ascii=False, indent=1))
+
+    def load(self, student_id: str, assignment_id: str) -> StoredResult | None:
+        path = self.path(student_id, assignment_id)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return None
+        digest, key = data.pop(_NOTEBOOK_SHA256, None), data.pop(_CACHE_KEY, None)
+        return StoredResult(SubmissionResult.from_dict(data), digest, key)
+
+    def all(self, assignment_ids: list[str] | None = None) -> list[SubmissionResult]:
+        results = []
+        for path in sorted(self.root.glob("*/*.json")):
+            if assignment_ids is not None and path.stem not in assignment_ids:
+                continue
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError:
+                continue  # a file cut short by a crash: that submission is graded again on --resume
+            data.pop(_NOTEBOOK_SHA256, None)
+            data.pop(_CACHE_KEY, None)
+            results.append(SubmissionResult.from_dict(data))
+        return sorted(results, key=lambda r: (r.student_id, r.assignment_id))
+
+
+def write_results_json(results: list[SubmissionResult], path: Path,
+                       left_out: dict[tuple[str, str], str] | None = None) -> None:
+    """The list the LMS import reads: per submission, its score and every check, and why grades.csv leaves it out
+    (`left_out`: not on the roster, an unmapped LMS id, no longer found; null when it counts)."""
+    rows = []
+    for r in results:
+        rows.append({"left_out": (left_out or {}).get((r.student_id, r.assignment_id)),
+            "student": r.student_id, "assignment": r.assignment_id, "score": r.final_score,
+            "raw_score": r.score, "late_penalty": r.penalty, "max_score": r.max_score, "status": r.status, "message": r.message, "tier": r.tier, "grader_version": r.grader_version,
+            "pending_points": r.pending_points,
+            "parts": [{"grade_id": p.grade_id, "score": p.score, "max_score": p.max_score, "by_hand": p.by_hand,
+                       "pending": p.pending, "manual_score": p.manual_score, "comment": p.comment} for p in r.parts],
+            "checks": [{"name": c.name, "grade_id": c.grade_id, "passed": c.passed, "points": c.points,
+                        "max_points": c.max_points, "message": c.message, "diagnosis": c.diagnosis}
+                       for p in r.parts for c in p.checks],
+            "handin": _handin_json(r),
+        })
+    atomic_write(path, json.dumps(rows, ensure_ascii=False, indent=1))
+
+
+def _handin_json(r: SubmissionResult) -> dict | None:
+    h = r.handin
+    if h is None:
+        return None
+    return {"submitted_at": h.submitted_at, "time_source": h.time_source, "student_timestamp": h.student_timestamp,
+            "observed_at": h.observed_at, "submitter": h.submitter, "due": h.due,
+            "extension_seconds": h.extension_seconds, "seconds_late": h.seconds_late, "penalty": h.penalty,
+            "policy": h.policy, "flags": [{"kind": f.kind, "message": f.message} for f in h.flags]}
+
+
+# A spreadsheet runs a cell as a formula when it starts with one of these; an importer that splits a field on
+# another separator (`;` in many locales, a tab, `|`) makes a new cell after each separator.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")  # and full-width forms
+_SEPARATED_FORMULA = re.compile(r"(^|[,;\t|\r\n])(\s*)(?=[=+\-@\uff1d\uff0b\uff0d\uff20])"
+                                r"(?!-(?:$|[,;\t|\r\n]))")  # a lone "-" (an LMS's "no value") is no formula
+
+
+def spreadsheet_safe(value: str) -> str:
+    """A text cell a spreadsheet shows as text, never runs as a formula: a `'` before every formula character
+    that starts the cell or follows a separator (`,` `;` tab `|` line break), as the cell would be split.
+
+    `x;=1+2;` becomes `x;'=1+2;`, `=HYPERLINK(..)` becomes `'=HYPERLINK(..)`; a tab or CR starting the cell
+    is prefixed too. Plain text and numbers written as text are unchanged."""
+    text = str(value)
+    text = _SEPARATED_FORMULA.sub(lambda m: m.group(1) + m.group(2) + "'", text)
+    return "'" + text if text[:1] in ("\t", "\r", "\n") else text
+
+
+def safe_cell(value: str) -> str:
+    """A CSV cell written back as it was read: a plain number (`10`, `-1`, `2.5`) as it is, text spreadsheet-safe."""
+    text = str(value)
+    if re.fullmatch(r"\s*-?\d+(\.\d+)?\s*", text):
+        return text
+    return spreadsheet_safe(text)
+
+
+CSV_COLUMNS = ("", "_raw", "_penalty", "_flags", "_pending")  # per assignment: final score, raw score, penalty, flags,
+# points of written answers still to grade by hand ("待批改"; not in the scores yet)
+
+
+def write_grades_csv(results: list[SubmissionResult], roster: list[str], assignment_ids: list[str],
+                     path: Path) -> None:
+    """One row per student (roster first, then anyone else who submitted), zero where nothing was submitted.
+
+    Per assignment: the final score (after the late penalty), the raw score, the penalty, and the hand-in
+    flags (kinds, `;`-separated: identity, time, unverified), and the points still pending (written answers the
+    instructor has not graded, "待批改"); the total is of the final scores.
+    """
+    by_key = {(r.student_id, r.assignment_id): r for r in results}
+    students = list(dict.fromkeys(list(roster) + sorted({r.student_id for r in results})))
+    with tempfile.SpooledTemporaryFile(mode="w+", newline="", encoding="utf-8") as buf:
+        writer = csv.writer(buf)
+        writer.writerow(["student", *(f"{a}{suffix}" for a in assignment_ids for suffix in CSV_COLUMNS), "total"])
+        for student in students:
+            row, total = [], 0.0
+            for a in assignment_ids:
+                r = by_key.get((student, a))
+                final = r.final_score if r else 0.0
+                total += final
+                row += [_num(final), _num(r.score if r else 0.0), _num(r.penalty if r else 0.0),
+                        ";".join(dict.fromkeys(f.kind for f in r.flags)) if r else "",
+                        _num(r.pending_points if r else 0.0)]
+            writer.writerow([spreadsheet_safe(student), *row, _num(total)])
+        buf.seek(0)
+        lines = buf.read()
+    atomic_write(path, lines)
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"
+
+
+def nbgrader_folder_name(student_id: str) -> str:
+    """The student's folder name in nbgrader's feedback/ and submitted/: the id itself, as nbgrader has it, unless
+    the id is no single folder name (`/`, `..`: possible only through the API), which gets its escaped form."""
+    plain = student_id not in ("", ".", "..") and "/" not in student_id and "\0" not in student_id
+    return student_id if plain else safe_name(student_id)

@@ -1,0 +1,174 @@
+"""Typed results of grading: per check, per part, per submission; JSON in and out."""
+
+from dataclasses import asdict, dataclass, field
+
+STATUS_GRADED = "graded"  # the notebook ran and every part was scored (whatever the score)
+STATUS_ERROR = "error"  # the submission could not be graded at all (unreadable, foreign, too large)
+
+
+@dataclass
+class CheckResult:
+    name: str  # the check's function name, stable across regrades
+    grade_id: str  # the part (grade cell) it scores
+    passed: bool
+    points: float  # earned: max_points if passed, else 0
+    max_points: float
+    description: str  # what the check verifies, for the student (Chinese)
+    message: str  # the outcome for the student (Chinese)
+    details: dict = field(default_factory=dict)  # shapes, dtypes, max abs error, tolerance; never inputs or expected values
+    diagnosis: str | None = None  # the catalogued mistake the output matches, if any
+    seconds: float = 0.0
+    crash: str | None = None  # the check raised on this submission's values: what (for the instructor)
+    check_bug: bool = False  # ... and raised on the reference's output too: a bug of the check, not the student's
+
+
+@dataclass
+class PartResult:
+    grade_id: str
+    score: float
+    max_score: float
+    checks: list[CheckResult]
+    answered: bool = True  # False: no answer found for this part
+    message: str = ""
+    by_hand: bool = False  # graded by the instructor (a written answer), never by the checks
+    manual_score: float | None = None  # the instructor's score from the gradebook (formgrader); overrides the checks
+    comment: str = ""  # the instructor's comment from the gradebook (formgrader)
+
+    @property
+    def auto_score(self) -> float | None:
+        """What the checks gave (the gradebook's auto score); None for a part graded by hand."""
+        return None if self.by_hand else sum(c.points for c in self.checks)
+
+    @property
+    def pending(self) -> bool:
+        """Graded by hand, and the instructor has not yet given a score ("待批改")."""
+        return self.by_hand and self.manual_score is None and self.max_score > 0
+
+
+@dataclass
+class CellRun:
+    """One notebook cell as it ran in the sandbox."""
+
+    index: int  # position in the submitted notebook
+    grade_id: str | None
+    ok: bool
+    error_type: str | None = None
+    error_message: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Flag:
+    """Something about how a submission was handed in that the instructor should look at (grading still ran)."""
+
+    kind: str  # FLAG_IDENTITY, FLAG_TIME, FLAG_UNVERIFIED, FLAG_UNMAPPED or FLAG_WRONG_ASSIGNMENT
+    message: str  # for the instructor (English)
+    message_zh: str  # for the student's report (Chinese)
+
+
+FLAG_IDENTITY = "identity"  # the operating system says someone else wrote it
+FLAG_TIME = "time"  # the student-written timestamp.txt disagrees with when the exchange saw it land
+FLAG_UNVERIFIED = "unverified"  # an exchange is configured but the submission's inbound folder is not there
+FLAG_ID = "id"  # the student id found for it was not printable UTF-8: graded under an escaped id
+FLAG_UNMAPPED = "unmapped"  # an LMS id not mapped to nbgrader's roster: graded under the LMS id, kept out of grades.csv
+FLAG_WRONG_ASSIGNMENT = "wrong_assignment"  # the notebook's grade cells are another assignment's
+
+
+@dataclass
+class HandIn:
+    """How and when a submission was handed in, and what lateness costs (autograder.intake.handin)."""
+
+    submitted_at: str | None = None  # the time used (ISO 8601, UTC), None when unknown
+    time_source: str = "none"  # "timestamp.txt", "exchange" (the collector-observed time) or "none"
+    student_timestamp: str | None = None  # what timestamp.txt says (ISO 8601, UTC)
+    observed_at: str | None = None  # when the exchange saw it land (ISO 8601, UTC)
+    submitter: str | None = None  # the OS user who wrote it in the exchange's inbound folder
+    inbound: str | None = None  # that folder's name
+    due: str | None = None  # the due date with the student's extension (ISO 8601, UTC)
+    extension_seconds: float = 0.0
+    seconds_late: float = 0.0
+    penalty: float = 0.0  # points taken off the raw score; never more than the raw score
+    policy: str = "none"  # the late policy, described (English)
+    policy_zh: str = ""  # the same for the student (Chinese)
+    flags: list[Flag] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "HandIn":
+        return cls(**{**data, "flags": [Flag(**f) for f in data.get("flags", [])]})
+
+
+@dataclass
+class SubmissionResult:
+    student_id: str
+    assignment_id: str
+    status: str
+    score: float
+    max_score: float
+    parts: list[PartResult] = field(default_factory=list)
+    cells: list[CellRun] = field(default_factory=list)
+    message: str = ""  # why the status is what it is (Chinese for the student, with an English hint)
+    tier: str = ""  # the sandbox tier the code ran under
+    seed: int = 0  # the input seed of this student's checks, so a regrade reproduces the score
+    grader_version: str = ""
+    notebook: str = ""
+    seconds: float = 0.0
+    timings: dict = field(default_factory=dict)  # seconds spent reading, starting the sandbox, in cells, in checks
+    hand_answers: dict = field(default_factory=dict)  # the typed hand-computation answers, as plain numbers
+    written_answers: dict = field(default_factory=dict)  # grade_id -> the student's written (markdown) answer
+    handin: HandIn | None = None  # set by the grading run (autograder.intake.handin), not by the engine
+    infrastructure_error: bool = False  # not graded for a reason of ours (a worker died): never kept in the cache
+
+    @property
+    def penalty(self) -> float:
+        return self.handin.penalty if self.handin else 0.0
+
+    @property
+    def final_score(self) -> float:
+        """The score after the late penalty (`score` is the raw score the checks gave)."""
+        return max(0.0, self.score - self.penalty)
+
+    @property
+    def flags(self) -> list[Flag]:
+        return self.handin.flags if self.handin else []
+
+    @property
+    def graded_max_score(self) -> float:
+        """The maximum of what has been graded so far: `max_score` without the points still pending."""
+        return self.max_score - self.pending_points
+
+    @property
+    def pending_points(self) -> float:
+        """Points of the parts still waiting for the instructor's grade (not in `score` yet)."""
+        return sum(p.max_score for p in self.parts if p.pending)
+
+    def apply_manual_grades(self, grades: dict[str, tuple[float | None, str]]) -> bool:
+        """Take the instructor's scores and comments (grade_id -> (manual score, comment), from the gradebook):
+        a manual score replaces the part's score, the raw score is summed again. Returns whether anything changed."""
+        before = [(p.score, p.manual_score, p.comment) for p in self.parts], self.score
+        for part in self.parts:
+            part.manual_score, part.comment = grades.get(part.grade_id, (None, ""))
+            part.score = float(part.manual_score) if part.manual_score is not None else (part.auto_score or 0.0)
+        if self.parts:
+            self.score = sum(p.score for p in self.parts)
+        return before != ([(p.score, p.manual_score, p.comment) for p in self.parts], self.score)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SubmissionResult":
+        data = dict(data)
+        data["parts"] = [
+            PartResult(**{**p, "checks": [CheckResult(**c) for c in p["checks"]]}) for p in data.get("parts", [])
+        ]
+        data["cells"] = [CellRun(**c) for c in data.get("cells", [])]
+        data["handin"] = HandIn.from_dict(data["handin"]) if data.get("handin") else None
+        return cls(**data)
+
+    def identity(self) -> dict:
+        """What "identical results" compares: no timings, no paths."""
+        return {
+            "student_id": self.student_id, "assignment_id": self.assignment_id, "score": self.score,
+            "max_score": self.max_score, "status": self.status,
+            "checks": [(c.grade_id, c.name, c.passed, c.points, c.diagnosis) for p in self.parts for c in p.checks],
+        }

@@ -1,0 +1,305 @@
+"""The class summary (English, for the instructor): per assignment the scores, the checks' pass rates and the
+mistakes by title, copied hand answers, check bugs, and one sortable row per student linking each report.
+
+    from autograder.reporting.class_summary import render_summary
+    html = render_summary(results, roster=["alice", "bob"])
+
+The only markup made here is the score plot, an SVG that matplotlib draws from numbers alone, and one small
+inline script (sorting and filtering the table of students, allowed by its hash in the page's
+Content-Security-Policy) that reads no student text as markup.
+"""
+
+import base64
+import hashlib
+import io
+import math
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+
+from markupsafe import Markup
+
+from autograder import __version__
+from autograder.assignments import has_hand
+from autograder.checks.diagnosis import heading
+from autograder.recording.results import STATUS_ERROR, SubmissionResult
+from autograder.running.sandbox.tiers import PROTECTS
+from autograder.reporting.copied_answers import BorrowedAnswers, find_borrowed_hand_answers
+from autograder.reporting.formatting import (
+    LEFT_OUT_FLAGS, SANDBOX_TROUBLE, SUMMARY_COLUMNS, _env, assignment_info, assignment_order, clip,
+    fmt_duration, fmt_points, report_href,
+)
+
+# --- the class summary -----------------------------------------------------------------------------------
+
+
+def score_plot_svg(scores: list[float], max_score: float) -> Markup:
+    """A histogram of the scores as an inline <svg> (matplotlib, Agg canvas, no pyplot): numbers only."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    import matplotlib
+
+    top = max(max_score, max(scores, default=0.0), 1.0)
+    width = 1.0 if top <= 20 else top / 20
+    edges = [i * width for i in range(int(math.ceil(top / width)) + 1)]
+    if edges[-1] < top:
+        edges.append(edges[-1] + width)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "autograde-summary",
+                                "font.family": ["DejaVu Sans", "sans-serif"], "font.size": 9}):
+        fig = Figure(figsize=(6.4, 2.4))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        counts, _, bars = ax.hist(scores, bins=edges, color="#4f7cac", edgecolor="white", linewidth=1)
+        for count, bar in zip(counts, bars):
+            if count:
+                ax.annotate(f"{int(count)}", (bar.get_x() + bar.get_width() / 2, count), ha="center", va="bottom",
+                            fontsize=8, color="#333", xytext=(0, 2), textcoords="offset points")
+        if scores:
+            ax.axvline(statistics.mean(scores), color="#c0392b", linewidth=1.2, linestyle="--", label="mean")
+            ax.axvline(statistics.median(scores), color="#27865f", linewidth=1.2, linestyle=":", label="median")
+            ax.legend(frameon=False, fontsize=8, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=2)
+        ax.set_xlim(0, edges[-1])
+        ax.set_ylim(0, max(max(counts, default=0), 1) * 1.2)
+        ax.set_xlabel(f"score (max {fmt_points(max_score)})")
+        ax.set_ylabel("submissions")
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        fig.tight_layout()
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buffer.getvalue()
+    svg = svg[svg.index("<svg"):]  # no XML prolog or DOCTYPE inside HTML
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
+    svg = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", svg)  # inline SVG in HTML needs no namespace URLs
+    svg = re.sub(r'<svg([^>]*?)\swidth="[^"]*"\s+height="[^"]*"', r'<svg\1', svg, count=1)  # scale with CSS
+    svg = svg.replace("<svg", '<svg role="img" aria-label="score distribution"', 1)
+    return Markup(svg)
+
+
+@dataclass
+class CheckStat:
+    grade_id: str
+    name: str
+    description: str
+    passed: int = 0
+    total: int = 0
+    diagnoses: Counter = field(default_factory=Counter)
+
+    @property
+    def rate(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+    @property
+    def top_diagnosis(self) -> tuple[str, int] | None:
+        return self.diagnoses.most_common(1)[0] if self.diagnoses else None
+
+
+def _assignment_summary(aid: str, results: list[SubmissionResult], roster: list[str] | None,
+                        borrowed: list[BorrowedAnswers]) -> dict:
+    info = assignment_info(aid)
+    scores = [r.final_score for r in results]
+    max_score = max((r.max_score for r in results), default=0.0)
+    submitted = {r.student_id for r in results}
+    missing = sorted(set(roster or ()) - submitted)
+    stats: dict[tuple, CheckStat] = {}
+    mistakes: Counter = Counter()
+    mistake_checks: Counter = Counter()
+    for r in results:
+        if r.status == STATUS_ERROR:
+            continue
+        seen = set()
+        for p in r.parts:
+            for c in p.checks:
+                stat = stats.setdefault((c.grade_id, c.name), CheckStat(c.grade_id, c.name, c.description))
+                stat.total += 1
+                stat.passed += c.passed
+                if not c.passed and c.diagnosis:
+                    stat.diagnoses[c.diagnosis] += 1
+                    mistake_checks[c.diagnosis] += 1
+                    seen.add(c.diagnosis)
+        mistakes.update(seen)
+    order = {gid: i for i, gid in enumerate(info.order)}
+    check_rows = sorted(stats.values(), key=lambda s: order.get(s.grade_id, len(order)))
+    trouble = []
+    for r in sorted(results, key=lambda r: r.student_id):
+        if r.status == STATUS_ERROR:
+            trouble.append({"student": r.student_id, "kind": "error", "where": "submission", "message": clip(r.message, 500)})
+        for c in r.cells:
+            if not c.ok and c.error_type in SANDBOX_TROUBLE:
+                trouble.append({"student": r.student_id, "kind": c.error_type, "where": f"cell {c.index + 1}"
+                                + (f" ({c.grade_id})" if c.grade_id else ""), "message": clip(c.error_message, 300)})
+    handins = []
+    for r in sorted(results, key=lambda r: r.student_id):
+        h = r.handin
+        if h is not None and (h.seconds_late > 0 or h.penalty or h.flags):
+            handins.append({"student": r.student_id, "submitted_at": h.submitted_at or "—",
+                            "source": h.time_source, "submitter": h.submitter or "—", "due": h.due or "—",
+                            "late": fmt_duration(h.seconds_late) if h.seconds_late > 0 else "—",
+                            "extension": fmt_duration(h.extension_seconds) if h.extension_seconds > 0 else "",
+                            "raw": fmt_points(r.score), "penalty": fmt_points(h.penalty),
+                            "final": fmt_points(r.final_score), "flags": [(f.kind, f.message) for f in h.flags]})
+    return {
+        "id": aid, "title": info.title, "count": len(results), "missing": missing,
+        "handins": handins, "late": sum(bool(r.handin and r.handin.seconds_late > 0) for r in results),
+        "handin_flags": sum(bool(r.flags) for r in results),
+        "not_on_roster": sorted(submitted - set(roster)) if roster is not None else [],
+        "errors": sum(r.status == STATUS_ERROR for r in results),
+        "mean": fmt_points(statistics.mean(scores)) if scores else "—",
+        "median": fmt_points(statistics.median(scores)) if scores else "—",
+        "best": fmt_points(max(scores)) if scores else "—",
+        "max_score": fmt_points(max_score),
+        "mean_fraction": statistics.mean(scores) / max_score if scores and max_score else 0.0,
+        "plot": score_plot_svg(scores, max_score) if results else None,
+        "checks": [{"grade_id": s.grade_id, "part": info.part_titles.get(s.grade_id, ("", ""))[1].replace("`", ""), "name": s.name,
+                    "description": s.description, "passed": s.passed, "total": s.total, "rate": s.rate,
+                    "rate_class": "good" if s.rate >= 0.9 else "fair" if s.rate >= 0.6 else "poor",
+                    "diagnosis": (heading(aid, s.top_diagnosis[0]), s.top_diagnosis[1]) if s.top_diagnosis else None}
+                   for s in check_rows],
+        "mistakes": [(heading(aid, name), name, n, mistake_checks[name]) for name, n in mistakes.most_common(10)],
+        "trouble": trouble,
+        "borrowed": [b for b in borrowed if not b.weak],
+        "borrowed_weak": [b for b in borrowed if b.weak],
+        "hand": has_hand(aid),
+        "pending": [(r.student_id, fmt_points(r.pending_points)) for r in sorted(results, key=lambda r: r.student_id)
+                    if r.pending_points and r.status != STATUS_ERROR],
+        "pending_points": fmt_points(sum(r.pending_points for r in results if r.status != STATUS_ERROR)),
+    }
+
+
+@dataclass
+class CheckBug:
+    assignment_id: str
+    check: str
+    count: int  # submissions it cost points
+    crash: str  # the last lines of what it raised
+
+
+def check_bugs(results: list[SubmissionResult]) -> list[CheckBug]:
+    """Checks that raised on a student's values and on the reference's too: bugs of ours, for the instructor."""
+    found: dict[tuple[str, str], CheckBug] = {}
+    for r in results:
+        for p in r.parts:
+            for c in p.checks:
+                if c.check_bug:
+                    bug = found.setdefault((r.assignment_id, c.name), CheckBug(
+                        r.assignment_id, c.name, 0, "\n".join((c.crash or "").strip().splitlines()[-3:])))
+                    bug.count += 1
+    return sorted(found.values(), key=lambda b: (assignment_order(b.assignment_id), b.check))
+
+
+# The terminal's summary table and the page's overview use these words for the same numbers: "best" is the best
+# score achieved, "out of" the assignment's maximum (autograder.run.RunSummary.print).
+
+def _student_rows(results: list[SubmissionResult], roster: list[str] | None, assignment_ids: list[str],
+                  left_out: list, borrowed: list[BorrowedAnswers]) -> list[dict]:
+    """One row per student (the roster, then anyone else with a result): scores per assignment with the report's
+    link, the total of what grades.csv counts, and the flags."""
+    counted = {(r.student_id, r.assignment_id): r for r in results}
+    left = {(x.result.student_id, x.result.assignment_id): x for x in left_out}
+    copied = {(b.student_id, b.assignment_id) for b in borrowed if not b.weak}
+    students = list(dict.fromkeys(list(roster or ()) + sorted({k[0] for k in counted} | {k[0] for k in left})))
+    rows = []
+    for student in students:
+        cells, flags, total = [], set(), 0.0
+        for a in assignment_ids:
+            r, x = counted.get((student, a)), left.get((student, a))
+            shown = r or (x.result if x else None)
+            if shown is None:
+                cells.append(None)
+                if roster and student in roster:
+                    flags.add("missing")
+                continue
+            if r is not None:
+                total += r.final_score
+            else:
+                flags.add(LEFT_OUT_FLAGS.get(x.reason, "left_out"))
+            flags.update(f.kind for f in shown.flags)
+            if shown.status == STATUS_ERROR:
+                flags.add("error")
+            if shown.handin and shown.handin.seconds_late > 0:
+                flags.add("late")
+            if (student, a) in copied:
+                flags.add("borrowed")
+            cells.append({"score": fmt_points(shown.final_score), "value": shown.final_score,
+                          "href": report_href(student, a), "counted": r is not None})
+        rows.append({"student": student, "cells": cells, "total": fmt_points(total), "total_value": total,
+                     "flags": sorted(flags)})
+    return rows
+
+
+# Sorting by a column and filtering by a flag; text is set with textContent only, nothing is parsed as markup.
+TABLE_SCRIPT = """
+(function () {
+  var table = document.getElementById("students"), body = table.tBodies[0];
+  var filter = document.getElementById("flag-filter"), count = document.getElementById("shown");
+  function apply() {
+    var want = filter.value, shown = 0;
+    for (var i = 0; i < body.rows.length; i++) {
+      var flags = (body.rows[i].getAttribute("data-flags") || "").split(" ");
+      var show = want === "" || (want === "*" ? flags[0] !== "" : flags.indexOf(want) >= 0);
+      body.rows[i].hidden = !show;
+      if (show) shown++;
+    }
+    count.textContent = String(shown);
+  }
+  filter.addEventListener("change", apply);
+  var heads = table.tHead.rows[0].cells;
+  for (var c = 0; c < heads.length; c++) {
+    heads[c].addEventListener("click", (function (col) {
+      return function () {
+        var down = this.getAttribute("aria-sort") === "ascending";
+        for (var k = 0; k < heads.length; k++) heads[k].removeAttribute("aria-sort");
+        this.setAttribute("aria-sort", down ? "descending" : "ascending");
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (a, b) {
+          var x = a.cells[col].getAttribute("data-v"), y = b.cells[col].getAttribute("data-v");
+          var nx = parseFloat(x), ny = parseFloat(y);
+          var d = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : String(x).localeCompare(String(y));
+          return down ? -d : d;
+        });
+        for (var r = 0; r < rows.length; r++) body.appendChild(rows[r]);
+      };
+    })(c));
+  }
+  apply();
+})();
+"""
+TABLE_SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(TABLE_SCRIPT.encode()).digest()).decode()
+
+
+def render_summary(results: list[SubmissionResult], roster: list[str] | None = None, left_out: list | None = None,
+                   conflicts: list | None = None) -> str:
+    """The class summary for the instructor (English): per assignment statistics, plots, checks, flags; a table of
+    every student (scores per assignment linking each report, flags), and what grades.csv leaves out and why.
+
+    `results`: what grades.csv counts; `left_out`: autograder.recording.class_record.LeftOut records (a result and the
+    reason); `conflicts`: (student, assignment, reason) not graded."""
+    left_out, conflicts = list(left_out or ()), list(conflicts or ())
+    by_assignment: dict[str, list[SubmissionResult]] = {}
+    for r in results:
+        by_assignment.setdefault(r.assignment_id, []).append(r)
+    borrowed = find_borrowed_hand_answers(results, roster)
+    assignments = [
+        _assignment_summary(aid, by_assignment[aid], roster, [b for b in borrowed if b.assignment_id == aid])
+        for aid in sorted(by_assignment, key=assignment_order)
+    ]
+    column_ids = sorted(set(by_assignment) | {x.result.assignment_id for x in left_out}, key=assignment_order)
+    students = _student_rows(results, roster, column_ids, left_out, borrowed)
+    flag_kinds = sorted({f for row in students for f in row["flags"]})
+    tiers = sorted({r.tier for r in results if r.tier})
+    versions = sorted({r.grader_version for r in results if r.grader_version})
+    return _env.get_template("summary.html.j2").render(
+        check_bugs=check_bugs(results),
+        assignments=assignments, total=len(results), students=len({r.student_id for r in results}),
+        roster_size=len(roster) if roster else None, borrowed_total=sum(not b.weak for b in borrowed),
+        tiers=[(t, PROTECTS.get(t, "")) for t in tiers], versions=versions or [__version__],
+        version=__version__, columns=SUMMARY_COLUMNS, student_rows=students, column_ids=column_ids,
+        flag_kinds=flag_kinds, script=Markup(TABLE_SCRIPT), script_hash=TABLE_SCRIPT_HASH,
+        left_out=[{"student": x.result.student_id, "assignment": x.result.assignment_id, "reason": x.reason,
+                   "score": fmt_points(x.result.final_score), "href": report_href(x.result.student_id,
+                                                                                  x.result.assignment_id)}
+                  for x in left_out],
+        conflicts=[{"student": c[0], "assignment": c[1], "reason": c[2]} for c in conflicts],
+    )

@@ -1,0 +1,37 @@
+"""The report files of one graded submission: the student's page under OUT/reports/, and the same page where
+nbgrader expects feedback (feedback/<student>/<assignment>/), with the files `nbgrader release_feedback` reads."""
+
+import os
+from pathlib import Path
+
+from autograder.recording.outputs import atomic_write, nbgrader_folder_name, safe_name
+from autograder.recording.results import FLAG_IDENTITY, SubmissionResult
+
+
+def write_report(out: Path, result: SubmissionResult) -> str:
+    """The student's report under OUT/reports/; returns its HTML (the feedback is the same page)."""
+    from autograder.reporting.student_page import render_report
+
+    html = render_report(result)
+    atomic_write(out / "reports" / safe_name(result.student_id) / f"{result.assignment_id}.html", html, durable=False)
+    return html
+
+
+def write_feedback(feedback_root: Path, result: SubmissionResult, submission_folder: Path | None,
+                   notebook_name: str, html: str, release_flagged: bool = False) -> None:
+    """The report where nbgrader expects feedback, with the files `nbgrader release_feedback` reads beside it.
+
+    A submission the OS says someone else wrote gets no feedback here (its report would go to whoever
+    made it): the instructor decides, then grades again with --release-flagged-feedback.
+    """
+    folder = feedback_root / nbgrader_folder_name(result.student_id) / result.assignment_id
+    page = folder / (Path(notebook_name).stem + ".html")
+    if not release_flagged and any(f.kind == FLAG_IDENTITY for f in result.flags):
+        page.unlink(missing_ok=True)
+        return
+    atomic_write(page, html, durable=False)
+    os.chmod(page, 0o644)  # release_feedback copies the mode into the exchange: students must read it
+    for name in ("timestamp.txt", "submission_secret.txt"):
+        source = submission_folder / name if submission_folder else None
+        if source is not None and source.is_file() and not source.is_symlink():
+            atomic_write(folder / name, source.read_bytes(), durable=False)

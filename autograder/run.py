@@ -1,0 +1,620 @@
+"""A grading run, as `autograde grade` does it: find, grade, record, report; resumable.
+
+Each graded submission is recorded in this order: the gradebook (one transaction), its report (and
+nbgrader feedback), and last its result file, which marks it done, with its cache key (autograder.recording.cache).
+A run killed at any point and started again grades exactly what has no result file under the same key
+yet, and rewrites the other stored results into the gradebook (idempotent), so results and gradebook end
+up as an uninterrupted run would leave them.
+"""
+
+import contextlib
+import dataclasses
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from autograder.assignments import load_assignment
+from autograder.recording.cache import grading_key, submission_key
+from autograder.course import course_secret
+from autograder.intake import lms
+from autograder.recording import run_settings
+from autograder.assignments import assignment_ids as course_assignments, assignment_of_notebook
+from autograder.recording.class_record import ClassRecord, ClassState, roster_of
+from autograder.intake.discovery import Discovery, DiscoveryError, FoundSubmission, course_root, discover
+from autograder.running.executors import Executor, ExecutorError, in_process, run_submissions
+from autograder.intake.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings, submission_timeout
+from autograder.recording.locking import LockedError, run_locks
+from autograder.recording.outputs import (ResultStore, atomic_write, nbgrader_folder_name, notebook_digest, write_grades_csv,
+                                write_results_json)
+from autograder.reporting.feedback import write_feedback, write_report
+from autograder.recording.results import (FLAG_ID, FLAG_IDENTITY, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, STATUS_ERROR, Flag,
+                                HandIn, SubmissionResult)
+from autograder.intake.validate import safe_text, sanitize_record, student_id_from_name
+from autograder.running.sandbox import environment, tiers
+from autograder.running.sandbox.environment import SandboxEnvironmentError
+from autograder.running.sandbox.limits import Limits
+from autograder.running.sandbox.tiers import SandboxUnavailable
+from autograder.running.sandbox.zygote import Zygote
+
+# The engine (torch), the gradebook (nbgrader) and the executors' workers are imported inside run_grading,
+# after the sandbox's warm parent is launched: it warms up meanwhile (a one-submission run takes seconds less).
+if TYPE_CHECKING:
+    from autograder.engine import Grader
+    from autograder.recording.gradebook import CourseGradebook
+
+
+class GradingRunError(Exception):
+    """The run could not start: a message naming the file and what to do, and the exit code."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class RunOptions:
+    assignments: list[str]
+    submissions: Path
+    out: Path
+    students: set[str] = field(default_factory=set)
+    resume: bool = False  # kept for scripts: unchanged submissions are never regraded anyway (see `force`)
+    force: bool = False  # regrade even what the cache says is unchanged
+    workers: int = 1  # local worker processes (1: grade in this process)
+    executor: str = "local"  # or "dask"
+    scheduler: str | None = None  # dask: an existing cluster's scheduler address
+    gradebook: Path | None = None
+    tier: str | None = None
+    allow_weak_sandbox: bool = False
+    cell_timeout: float = 30.0
+    probe_timeout: float = 30.0
+    submission_timeout: float | None = None  # None: c.Autograde.submission_timeout, else 300 s
+    convention_credit: float = 0.0
+    handin: HandInOptions = field(default_factory=HandInOptions)  # late policy and exchange checks (CLI overrides)
+    layout: str = "auto"  # nbgrader, flat, canvas, moodle (autograder.intake.discovery), or recognised
+    lms_roster: Path | None = None  # the LMS's roster export (Canvas gradebook CSV, Moodle grading worksheet)
+    dry_run: bool = False  # find and print what would be graded; grade nothing, write nothing but unpacked zips
+    accept_new_settings: bool = False  # settings differing from OUT/settings.json replace them instead of stopping
+
+
+@dataclass
+class RunSummary:
+    out: Path
+    results: list[SubmissionResult]
+    graded_now: int
+    skipped: int  # unchanged since they were graded (the regrade cache)
+    gradebook: Path
+    feedback: Path | None
+    assignment_ids: list[str]
+    usage: list[dict] = field(default_factory=list)  # per worker: peak memory (KiB)
+    record_failures: list[str] = field(default_factory=list)  # results that could not be recorded at all
+    discovery: Discovery | None = None
+    record: ClassRecord | None = None  # what the exports were built from (every stored result in OUT)
+    settings_changed: bool = False
+    restored: int = 0  # submissions whose auto scores in the gradebook had been changed by something else
+    restored_feedback: int = 0  # submissions whose feedback page something else had replaced
+
+    @property
+    def check_bugs(self):
+        """Checks that raised on the reference's output too (bugs of ours), in this run's assignments: the run exits
+        with EXIT_CHECK_BUG."""
+        from autograder.reporting.class_summary import check_bugs
+
+        return check_bugs([r for r in self.results if r.assignment_id in self.assignment_ids])
+
+    def rows(self) -> list[tuple]:
+        """Per assignment of the class (every stored result counted in grades.csv): the terminal's table, in the
+        summary page's words (autograder.reporting.formatting.SUMMARY_COLUMNS)."""
+        counted = self.record.counted() if self.record else self.results
+        rows = []
+        for a in course_assignments():
+            rs = [r for r in counted if r.assignment_id == a]
+            if not rs:
+                continue
+            scores = [r.final_score for r in rs]
+            errors = sum(r.status == STATUS_ERROR for r in rs)
+            rows.append((a, len(rs), statistics.mean(scores), statistics.median(scores), max(scores),
+                         max(r.max_score for r in rs), errors))
+        return rows
+
+    def notes(self) -> list[str]:
+        """What this run did not grade and why, and what the exports leave out."""
+        lines = self.discovery.lines() if self.discovery else []
+        if self.record:
+            lines += self.record.lines()
+        if self.settings_changed:
+            lines.append(f"settings changed (--accept-new-settings): {self.out / run_settings.FILE} rewritten")
+        return [safe_text(line, 2000) for line in lines]  # file and folder names: any bytes
+
+    def print(self) -> None:
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+
+        from autograder.reporting.formatting import SUMMARY_COLUMNS
+
+        console = Console()
+        for line in self.notes():
+            console.print(line, markup=False, highlight=False)
+        table = Table(title="Grading summary (every stored result in OUT)")
+        for column in SUMMARY_COLUMNS:
+            table.add_column(column, justify="left" if column == "assignment" else "right")
+        for a, n, mean, median, best, max_score, errors in self.rows():
+            table.add_row(a, str(n), f"{mean:.2f}", f"{median:.2f}", f"{best:g}", f"{max_score:g}", str(errors))
+        console.print(table)
+        console.print(f"graded {self.graded_now} submission(s); {self.skipped} unchanged since they were graded "
+                      "(cached; --force regrades them)")
+        console.print(f"results:  {self.out / 'results.json'}  and  {self.out / 'grades.csv'}")
+        console.print(f"reports:  {self.out / 'reports'}/<student>/<assignment>.html")
+        console.print(f"summary:  {self.out / 'summary.html'}")
+        console.print(f"gradebook: {self.gradebook}  (nbgrader export)")
+        if self.restored:
+            console.print(f"gradebook: restored autograde's scores of {self.restored} submission(s) whose auto scores "
+                          "had been changed since they were graded (e.g. by `nbgrader autograde`)")
+        if self.restored_feedback:
+            console.print(f"feedback: restored autograde's reports of {self.restored_feedback} submission(s) that had "
+                          "been replaced (e.g. by `nbgrader generate_feedback`)")
+        pending = [r for r in self.results if r.pending_points]
+        if pending:
+            console.print(f"pending: {len(pending)} submission(s) have written answers to grade by hand "
+                          f"({sum(r.pending_points for r in pending):g} points): formgrader (README)")
+        if self.feedback:
+            console.print(f"feedback: {self.feedback}/<student>/<assignment>/  (nbgrader release_feedback)")
+        for bug in self.check_bugs:
+            last = bug.crash.splitlines()[-1] if bug.crash else ""
+            console.print(f"[red]check bug:[/red] {escape(bug.assignment_id)}/{escape(bug.check)} raised on the "
+                          f"reference's output too ({bug.count} submission(s) lost its points): {escape(last)}",
+                          highlight=False)
+        for failure in self.record_failures:
+            console.print(f"[red]not recorded:[/red] {escape(failure)}", highlight=False)
+
+
+def resolve_assignments(names: list[str]) -> list[str]:
+    if not names:
+        raise GradingRunError("name at least one assignment, or `all`")
+    if "all" in names:
+        return list(course_assignments())
+    unknown = [n for n in names if n not in course_assignments()]
+    if unknown:
+        raise GradingRunError(f"no such assignment: {', '.join(unknown)}; the assignments are: {', '.join(course_assignments())} "
+                              "(or `all`)")
+    return list(dict.fromkeys(names))
+
+
+def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
+    """Find, grade, record and export, holding the locks of OUT and of the gradebook (a second run stops)."""
+    assignment_ids = resolve_assignments(opts.assignments)
+    if not Path(opts.submissions).exists():  # before OUT is made: a mistyped path leaves nothing behind
+        raise GradingRunError(f"{opts.submissions}: no such file or directory; pass the folder that holds the "
+                              "submissions (nbgrader's submitted/), a folder of .ipynb files, or a .zip")
+    out = Path(opts.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GradingRunError(f"cannot create the output folder {out}: {exc.strerror}") from None
+    course = course_root(Path(opts.submissions)) if Path(opts.submissions).is_dir() else None
+    gradebook_path = Path(opts.gradebook or (course / "gradebook.db" if course else out / "gradebook.db"))
+    try:
+        with run_locks(f"autograde grade {' '.join(assignment_ids)}", out, gradebook_path):
+            return _run_grading(opts, assignment_ids, out, course, gradebook_path, progress)
+    except LockedError as exc:
+        raise GradingRunError(str(exc)) from None
+
+
+def gradebook_students(gradebook_path: Path) -> dict[str, dict]:
+    """The gradebook's students (id -> email, named), without creating a gradebook that is not there."""
+    if not Path(gradebook_path).is_file():
+        return {}
+    from autograder.recording.gradebook import CourseGradebook
+
+    with CourseGradebook(gradebook_path) as gb:
+        return gb.students()
+
+
+def _discover(opts: RunOptions, assignment_ids: list[str], out: Path, students: dict[str, dict],
+              roster: list[str]) -> Discovery:
+    try:
+        export = lms.read_export(opts.lms_roster) if opts.lms_roster else None
+        return discover(Path(opts.submissions), assignment_ids, opts.students or None, unpack_to=out / "unpacked",
+                        layout=opts.layout, lms_export=export,
+                        roster={s: students[s]["email"] for s in roster})
+    except (DiscoveryError, lms.LmsError) as exc:
+        raise GradingRunError(str(exc)) from None
+
+
+def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course: Path | None, gradebook_path: Path,
+                 progress: bool) -> RunSummary:
+    state = ClassState.load(out)
+    students = gradebook_students(gradebook_path)
+    roster = roster_of(students, state.added_students)
+    discovery = _discover(opts, assignment_ids, out, students, roster)
+    found, id_flags = _validated_ids(discovery.found)
+    discovery.found = found
+    if opts.dry_run:
+        return RunSummary(out, [], 0, 0, gradebook_path, None, assignment_ids, discovery=discovery)
+    record_failures: list[str] = []
+    if not found and not discovery.conflicts:
+        raise GradingRunError(
+            f"no submissions of {', '.join(assignment_ids)} in {opts.submissions}: expected nbgrader's layout "
+            "<student>/<assignment>/<assignment>.ipynb, .ipynb files named after the student (and assignment), "
+            "or a Canvas or Moodle download (--layout)" + "".join(f"\n  {safe_text(line, 2000)}" for line in discovery.lines()),
+            exit_code=1)
+    store = ResultStore(out)
+    assignments = {a: load_assignment(a) for a in assignment_ids}
+    try:
+        budget = submission_timeout(course, opts.submission_timeout)
+    except HandInError as exc:
+        raise GradingRunError(str(exc)) from None
+    limits = Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout, submission_timeout=budget)
+    secret = course_secret()
+    try:
+        tier = tiers.choose(opts.tier, opts.allow_weak_sandbox)
+    except SandboxUnavailable as exc:
+        raise GradingRunError(str(exc)) from None
+    keys = {a: grading_key(a, tier, limits.to_dict(), opts.convention_credit, secret) for a in assignment_ids}
+    try:
+        handin_settings = load_settings(course, opts.handin)
+    except HandInError as exc:
+        raise GradingRunError(str(exc)) from None
+    try:  # before anything is graded: a run under other settings than OUT's stops here
+        settings_changed = run_settings.check_and_store(
+            out, run_settings.grade_settings(handin_settings.policy, opts.convention_credit, limits.to_dict()),
+            opts.accept_new_settings)
+    except run_settings.SettingsChanged as exc:
+        raise GradingRunError(str(exc)) from None
+    found_by_key = {(f.student_id, f.assignment_id): f for f in found}
+    foreign = {key: _foreign_assignment(f) for key, f in found_by_key.items()}
+
+    todo: list[FoundSubmission] = []
+    digests, cache_keys, skipped = {}, {}, 0
+    ours: dict[tuple[str, str], dict] = {}  # the auto scores this grader last wrote, per submission
+    for f in found:
+        try:
+            digest = notebook_digest(f.notebook)
+        except OSError:
+            digest = None  # graded anyway: reading it fails inside, as that submission's error status
+        key = submission_key(keys[f.assignment_id], f.student_id, digest)
+        stored = store.load(f.student_id, f.assignment_id)
+        if stored is not None:
+            ours[(f.student_id, f.assignment_id)] = {p.grade_id: p.auto_score for p in stored.result.parts}
+        if not opts.force and stored is not None and key is not None and stored.cache_key == key:
+            skipped += 1
+            continue
+        todo.append(f)
+        digests[(f.student_id, f.assignment_id)], cache_keys[(f.student_id, f.assignment_id)] = digest, key
+
+    feedback_root = course / "feedback" if course else None
+    folders = {(f.student_id, f.assignment_id): f.folder for f in todo}
+    executor = Executor(opts.executor, opts.workers, opts.scheduler)
+    zygote = None
+    if todo and in_process(executor, len(todo)):  # grading here: the warm parent starts before the heavy imports
+        try:
+            zygote = Zygote(environment.locate(), tier, limits.startup_timeout).launch()
+        except (SandboxEnvironmentError, OSError) as exc:
+            raise GradingRunError(str(exc)) from None
+    from autograder.recording.autograded import write_autograded
+    from autograder.engine import Grader, GradingOptions, Submission
+    from autograder.recording.gradebook import CourseGradebook
+
+    grading = GradingOptions(limits=limits, tier=tier, allow_weak_sandbox=opts.allow_weak_sandbox,
+                             convention_credit=opts.convention_credit, secret=secret)
+    try:
+        grader = Grader(grading, zygote) if zygote is not None else None
+    except (SandboxUnavailable, SandboxEnvironmentError) as exc:
+        raise GradingRunError(str(exc)) from None
+
+    restored: set[tuple[str, str]] = set()  # submissions whose auto scores something else had changed
+    restored_feedback: set[tuple[str, str]] = set()  # ... and whose feedback page something else had replaced
+
+    def into_gradebook(gb: "CourseGradebook", result: SubmissionResult) -> None:
+        """Not an unmapped LMS id (no student of the course); a student the gradebook did not have is remembered
+        as added by autograde, so that it is never taken for the roster. Auto scores something else wrote there
+        since (`nbgrader autograde`) are replaced by ours, and counted."""
+        if any(f.kind == FLAG_UNMAPPED for f in result.flags):
+            return
+        if result.student_id not in students and result.student_id not in state.added_students:
+            state.added_students.append(result.student_id)
+            state.save(out)  # before the gradebook has it: a crash in between never makes it look imported
+        key = (result.student_id, result.assignment_id)
+        replaced = gb.record(result, assignments.get(result.assignment_id) or load_assignment(result.assignment_id))
+        if _replaced_foreign(replaced, ours.get(key)):
+            restored.add(key)
+
+    with _closing(grader), CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
+        def record_one(result: SubmissionResult, digest: str | None, cache_key: str | None):
+            key = (result.student_id, result.assignment_id)
+            sanitize_record(result)
+            # the instructor's grades from formgrader first: they are part of the raw score the penalty is of
+            result.apply_manual_grades(gb.manual_grades(assignments[result.assignment_id], result.student_id))
+            result.handin = _assess_handin(result, found_by_key.get(key), handin_settings, gb, foreign.get(key))
+            if key in id_flags:
+                result.handin = _with_flag(result.handin, id_flags[key])
+            into_gradebook(gb, result)
+            html = write_report(out, result)
+            if course is not None:  # what formgrader and nbgrader's generate_feedback read
+                write_autograded(course, result, found_by_key.get(key))
+            if feedback_root is not None:
+                write_feedback(feedback_root, result, folders.get(key) or _folder(found_by_key.get(key)),
+                               assignments[result.assignment_id].source.name, html,
+                               release_flagged=handin_settings.release_flagged_feedback)
+            # last: this marks the submission done; an error of ours is never kept as "unchanged"
+            store.save(result, digest or digests.get(key),
+                       None if result.infrastructure_error else (cache_key or cache_keys.get(key)))
+
+        def record(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None):
+            """Record one result; whatever fails while recording it is that submission's error, not the run's."""
+            try:
+                record_one(result, digest, cache_key)
+            except Exception as exc:
+                failure = _recording_failed(result, assignments[result.assignment_id], exc)
+                try:
+                    record_one(failure, None, None)
+                except Exception as again:
+                    record_failures.append(f"{result.student_id}/{result.assignment_id}: {type(again).__name__}: "
+                                           f"{safe_text(again, 300)}")
+
+        try:
+            run_submissions([Submission(f.notebook, f.assignment_id, f.student_id) for f in todo], grading,
+                            lambda result: (record(result), advance(result)), executor, grader)
+        except (SandboxUnavailable, SandboxEnvironmentError, ExecutorError) as exc:
+            raise GradingRunError(str(exc)) from None
+        # results kept from an earlier run: their hand-in (a due date, an extension, the policy) may have changed
+        for key, f in found_by_key.items():
+            if key in digests:
+                continue
+            stored = store.load(*key)
+            if stored is None:
+                continue
+            release = handin_settings.release_flagged_feedback and any(
+                flag.kind == FLAG_IDENTITY for flag in stored.result.flags)
+            graded_by_hand = stored.result.apply_manual_grades(
+                gb.manual_grades(assignments[f.assignment_id], f.student_id))  # since: in formgrader
+            # scores something else wrote (nbgrader autograde): ours back, and our feedback (generate_feedback's went)
+            into_gradebook(gb, stored.result)
+            overwritten = key in restored
+            if feedback_root is not None and _foreign_feedback(feedback_root, stored.result):
+                restored_feedback.add(key)  # `nbgrader generate_feedback` wrote its own page there
+                overwritten = True
+            handin = _assess_handin(stored.result, f, handin_settings, gb, foreign.get(key))
+            if release or graded_by_hand or overwritten or handin != stored.result.handin:
+                record(stored.result, stored.notebook_sha256, stored.cache_key)
+        results = store.all()  # every stored result, whatever this run graded
+        graded_now = {(f.student_id, f.assignment_id) for f in todo}
+        for result in results:  # what this run's assignments had graded before (cached, or before an
+            key = (result.student_id, result.assignment_id)  # interruption): into the gradebook again, idempotent
+            if result.assignment_id in assignment_ids and key not in graded_now:
+                into_gradebook(gb, result)
+    _update_state(state, discovery, results, assignment_ids, opts.students, gradebook_path, roster)
+    state.save(out)
+    record_ = ClassRecord(results, roster, set(state.not_found), state.conflicts)
+    write_exports(out, record_)
+    return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids,
+                      executor.usage, record_failures, discovery, record_, settings_changed,
+                      restored=len(restored), restored_feedback=len(restored_feedback))
+
+
+def _update_state(state: ClassState, discovery: Discovery, results: list[SubmissionResult], assignment_ids: list[str],
+                  students: set[str], gradebook: Path, roster: list[str]) -> None:
+    """This run's view of what exists: stored results of its assignments (and --student) that it did not find are
+    no longer found; its conflicts replace the earlier ones of its assignments."""
+    found = {(f.student_id, f.assignment_id) for f in discovery.found}
+    conflicted = {(c.student_id, c.assignment_id) for c in discovery.conflicts}
+    looked = {(r.student_id, r.assignment_id) for r in results
+              if r.assignment_id in assignment_ids and (not students or r.student_id in students)}
+    state.not_found = sorted({k for k in state.not_found if k not in looked}
+                             | {k for k in looked if k not in found and k not in conflicted})
+    state.conflicts = sorted([c for c in state.conflicts if c[1] not in assignment_ids
+                              or (students and c[0] not in students)]
+                             + [(student_id_from_name(c.student_id)[0], c.assignment_id, safe_text(c.reason, 2000))
+                                for c in discovery.conflicts])
+    state.gradebook, state.roster = str(Path(gradebook).resolve()), list(roster)
+
+
+def _foreign_assignment(found: FoundSubmission) -> str | None:
+    """The other assignment a found notebook belongs to (its grade cells), or None; unreadable: None (the grading
+    says why)."""
+    import json
+
+    from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes
+
+    try:
+        nb = json.loads(load_notebook_bytes(found.notebook))
+        cells = nb.get("cells") if isinstance(nb, dict) else None
+        ids = {c["metadata"]["nbgrader"]["grade_id"] for c in cells if isinstance(c, dict)
+               and isinstance(c.get("metadata"), dict) and isinstance(c["metadata"].get("nbgrader"), dict)
+               and isinstance(c["metadata"]["nbgrader"].get("grade_id"), str)} if isinstance(cells, list) else set()
+    except (UnreadableNotebook, ValueError, RecursionError, UnicodeDecodeError):
+        return None
+    return assignment_of_notebook(ids, found.assignment_id)
+
+
+def _validated_ids(found: list[FoundSubmission]) -> tuple[list[FoundSubmission], dict[tuple[str, str], Flag]]:
+    """Student ids as found on disk, checked where they enter: one that is not printable UTF-8 is graded under its
+    escaped form and flagged `id`."""
+    checked, flags = [], {}
+    for f in found:
+        student_id, escaped = student_id_from_name(f.student_id)
+        if escaped:
+            f = dataclasses.replace(f, student_id=student_id)
+            flags[(student_id, f.assignment_id)] = Flag(
+                FLAG_ID, f"the student id found for this submission is not printable UTF-8; graded as {student_id!r}",
+                f"这份提交的学号不是可打印的 UTF-8 文本，按转义后的学号 {student_id} 评分")
+        checked.append(f)
+    return checked, flags
+
+
+def _with_flag(handin: HandIn | None, flag: Flag) -> HandIn:
+    handin = handin or HandIn()
+    if all(existing.kind != flag.kind for existing in handin.flags):
+        handin.flags = [*handin.flags, flag]
+    return handin
+
+
+def _recording_failed(result: SubmissionResult, assignment, exc: Exception) -> SubmissionResult:
+    """What is recorded for a submission whose own result could not be recorded (its report, its gradebook row)."""
+    from autograder.engine import Submission, failed_result
+
+    failure = failed_result(Submission(Path(safe_text(result.notebook)), assignment.id, safe_text(result.student_id)),
+                            assignment, safe_text(result.tier), result.seed,
+                            f"这份提交的结果无法保存：评分程序出错（{type(exc).__name__}），请联系老师 "
+                            f"(recording failed: {type(exc).__name__}: {safe_text(exc, 300)})")
+    failure.infrastructure_error = True
+    return failure
+
+
+FEEDBACK_MARK = b'<meta name="generator" content="autograde">'  # in every report (templates/base.html.j2)
+
+
+def _foreign_feedback(feedback_root: Path, result: SubmissionResult) -> bool:
+    """Is the submission's feedback page there but not ours (`nbgrader generate_feedback` writes its own)?"""
+    page = feedback_root / nbgrader_folder_name(result.student_id) / result.assignment_id / f"{result.assignment_id}.html"
+    try:
+        with open(page, "rb") as f:
+            return FEEDBACK_MARK not in f.read(4096)
+    except OSError:
+        return False  # none (withheld, or not written yet): nothing replaced
+
+
+def _replaced_foreign(replaced: dict[str, float | None], ours: dict | None) -> bool:
+    """Did the gradebook hold auto scores this grader had not written (`nbgrader autograde` writes its own)?
+    `replaced`: grade_id -> the value it held before; `ours`: what this grader last wrote (None: never)."""
+    return any(old is not None and old != (ours or {}).get(grade_id) for grade_id, old in replaced.items())
+
+
+def _folder(found: FoundSubmission | None) -> Path | None:
+    return found.folder if found is not None else None
+
+
+def _assess_handin(result: SubmissionResult, found: FoundSubmission | None, settings: HandInSettings,
+                   gb: "CourseGradebook", foreign: str | None = None):
+    """The submission's hand-in record (autograder.intake.handin): identity, time, lateness, penalty; and the flags of
+    how it was found (an unmapped LMS id, another assignment's notebook)."""
+    if found is None:
+        return result.handin  # not among this run's submissions: keep what was recorded
+    handin = assess(result, found.folder, found.notebook, settings, gb.due_date(result.assignment_id),
+                    gb.extension(result.assignment_id, result.student_id))
+    extra = []
+    if found.unmapped:
+        extra.append(Flag(FLAG_UNMAPPED, f"{found.how}: graded under the LMS id, kept out of grades.csv",
+                          "这份提交的 LMS 账号没有对应到课程名单，成绩待老师核实"))
+    if foreign:
+        extra.append(Flag(FLAG_WRONG_ASSIGNMENT, f"this is a notebook of {foreign}, not of {result.assignment_id}",
+                          f"这是 {foreign} 的笔记本，不是 {result.assignment_id} 的：请提交本次作业的笔记本"))
+    if extra:
+        handin = handin or HandIn()
+        handin.flags = list(handin.flags) + extra
+    return handin
+
+
+def write_exports(out: Path, record: ClassRecord) -> None:
+    """results.json (every stored result, each saying whether grades.csv counts it), grades.csv (the roster's rows;
+    what is left out, out) and summary.html (with what is left out, and why), all from `record`."""
+    from autograder.reporting.class_summary import render_summary
+
+    shown = [a for a in course_assignments() if any(r.assignment_id == a for r in record.results)]
+    left_out = {(x.result.student_id, x.result.assignment_id): x.reason for x in record.left_out()}
+    write_results_json(record.results, out / "results.json", left_out)
+    write_grades_csv(record.counted(), record.roster, shown, out / "grades.csv")
+    atomic_write(out / "summary.html", render_summary(record.counted(), record.roster, left_out=record.left_out(),
+                                                      conflicts=record.conflicts))
+
+
+def rerender(out: Path, course: Path | None = None, notes: list[str] | None = None) -> int:
+    """Reports, summary and exports again from OUT/results/, without grading; the roster from the course's
+    gradebook (--course), else the gradebook the last `grade` used, else the roster it saw."""
+    out = Path(out)
+    try:
+        with run_locks("autograde report", out, (course / "gradebook.db") if course else None):
+            return _rerender(out, course, notes if notes is not None else [])
+    except LockedError as exc:
+        raise GradingRunError(str(exc)) from None
+
+
+def _rerender(out: Path, course: Path | None, notes: list[str]) -> int:
+    store = ResultStore(out)
+    results = store.all()
+    if not results:
+        raise GradingRunError(f"no stored results in {out / 'results'}: run `autograde grade` first", exit_code=1)
+    state = ClassState.load(out)
+    gradebook = (course / "gradebook.db") if course else Path(state.gradebook) if state.gradebook else out / "gradebook.db"
+    students = gradebook_students(gradebook)
+    roster = roster_of(students, state.added_students) if students else list(state.roster)
+    for result in results:
+        html = write_report(out, result)
+        if course is not None:
+            folder = course / "submitted" / nbgrader_folder_name(result.student_id) / result.assignment_id
+            write_feedback(course / "feedback", result, folder, f"{result.assignment_id}.ipynb", html)
+    record = ClassRecord(results, roster, set(state.not_found), state.conflicts)
+    write_exports(out, record)
+    notes += record.lines()  # what grades.csv leaves out, as `grade` prints it
+    return len(results)
+
+
+def fill_lms_gradebook(out: Path, assignment: str, lms_gradebook: Path, column: str | None = None) -> "lms.FillReport":
+    """The LMS's exported gradebook with the assignment's final scores (what grades.csv counts), written to
+    OUT/lms/<its name>; its students mapped to the roster as `--lms-roster` maps them."""
+    (assignment_id,) = resolve_assignments([assignment])
+    out = Path(out)
+    try:
+        with run_locks("autograde lms-grades", out):
+            results = ResultStore(out).all()
+            if not any(r.assignment_id == assignment_id for r in results):
+                raise GradingRunError(f"no stored results of {assignment_id} in {out / 'results'}: grade it first",
+                                      exit_code=1)
+            state = ClassState.load(out)
+            students = gradebook_students(Path(state.gradebook)) if state.gradebook else {}
+            roster = roster_of(students, state.added_students) if students else list(state.roster)
+            record = ClassRecord(results, roster, set(state.not_found), state.conflicts)
+            scores = {r.student_id: r.final_score for r in record.counted() if r.assignment_id == assignment_id}
+            export = lms.read_export(lms_gradebook)
+            return lms.fill_gradebook(export, assignment_id, scores,
+                                      {s: students.get(s, {}).get("email", "") for s in roster},
+                                      out / "lms" / Path(lms_gradebook).name, column)
+    except LockedError as exc:
+        raise GradingRunError(str(exc)) from None
+    except lms.LmsError as exc:
+        raise GradingRunError(str(exc)) from None
+
+
+def import_roster(course: Path, roster_csv: Path) -> None:
+    """`nbgrader db student import` into the course's gradebook (the roster is nbgrader's)."""
+    from autograder.recording.gradebook import run_nbgrader
+
+    done = run_nbgrader(["db", "student", "import", str(roster_csv)], course)
+    if done.returncode != 0:
+        raise GradingRunError(f"nbgrader db student import failed: {done.stderr[-500:]}")
+
+
+@contextlib.contextmanager
+def _closing(grader: "Grader | None"):
+    try:
+        yield grader
+    finally:
+        if grader is not None:
+            grader.close()
+
+
+class _progress:
+    """A rich progress bar over the submissions (or nothing, for the API)."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled, self.total = enabled, total
+
+    def __enter__(self):
+        if not self.enabled or self.total == 0:
+            return lambda result: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                            TextColumn("{task.description}"))
+        self.bar.start()
+        task = self.bar.add_task("", total=self.total)
+
+        def advance(result):
+            self.bar.update(task, advance=1, description=f"{result.student_id}/{result.assignment_id}")
+
+        return advance
+
+    def __exit__(self, *exc):
+        if getattr(self, "bar", None) is not None:
+            self.bar.stop()

@@ -1,0 +1,324 @@
+"""Where the grading happens: in this process, in worker processes on this machine, or on a Dask cluster.
+
+    run_submissions(submissions, options, on_result, Executor("local", workers=2))
+    run_submissions(submissions, options, on_result, Executor("dask", workers=4))                # a LocalCluster
+    run_submissions(submissions, options, on_result, Executor("dask", scheduler="tcp://host:8786"))
+
+Every executor runs the same function on each submission (autograder.running.worker over
+engine.grade_batch), so the results are identical; `on_result` is called in this process, one
+result at a time, in the order they finish (the caller records them durably).
+"""
+
+import json
+import math
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from typing import TYPE_CHECKING
+
+from autograder.recording.results import SubmissionResult
+from autograder.intake.validate import sanitize_record
+
+if TYPE_CHECKING:  # the engine (torch) is imported where grading happens, not by whoever only plans it
+    from autograder.engine import Grader, GradingOptions, Submission
+
+WORKER_COMMAND = [sys.executable, "-m", "autograder.running.worker"]  # + JOBS_FD RESULTS_FD
+# one thread per worker for torch's own work in the checks: the workers already use every core, and idle
+# OpenMP threads spinning next to another worker's cost more than they give (as Dask's workers do by default)
+WORKER_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+IN_FLIGHT = 2  # jobs queued per local worker: the next is ready while this process records the last
+MAX_ATTEMPTS = 2  # a submission whose worker process died under it is tried once more, alone, on a fresh worker
+
+
+class ExecutorError(Exception):
+    """The executor could not run (no Dask, no scheduler, a worker that cannot start)."""
+
+
+@dataclass
+class Executor:
+    kind: str = "local"  # "local" or "dask"
+    workers: int = 1  # local: worker processes (1: grade in this process); dask: LocalCluster workers
+    scheduler: str | None = None  # dask: an existing cluster's scheduler address
+    usage: list[dict] = field(default_factory=list)  # per worker, filled in by the run: peak memory
+
+
+def default_workers() -> int:
+    return max(len(os.sched_getaffinity(0)), 1)
+
+
+def in_process(executor: Executor, count: int) -> bool:
+    """Whether `run_submissions` grades `count` submissions in this process (one worker, or one submission)."""
+    return executor.kind == "local" and (executor.workers <= 1 or count == 1)
+
+
+def run_submissions(submissions: "list[Submission]", options: "GradingOptions",
+                    on_result: Callable[[SubmissionResult], None], executor: Executor,
+                    grader: "Grader | None" = None) -> None:
+    """Grade `submissions` where `executor` says; `grader`: this process's, made early (its sandbox parent warms
+    up meanwhile), used when the grading happens here."""
+    if not submissions:
+        return
+    if executor.kind == "dask":
+        return _run_dask(submissions, options, on_result, executor)
+    if executor.kind != "local":
+        raise ExecutorError(f"unknown executor {executor.kind!r}; choose local or dask")
+    if in_process(executor, len(submissions)):
+        from autograder.engine import grade_batch
+
+        grade_batch(submissions, options, on_result, grader=grader)
+        return
+    _run_local(submissions, options, on_result, executor)
+
+
+# --- local worker processes ---------------------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, settings: str):
+        jobs_read, self.jobs = os.pipe()
+        self.results, results_write = os.pipe()
+        self.stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [*WORKER_COMMAND, str(jobs_read), str(results_write)],
+            pass_fds=(jobs_read, results_write), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=self.stderr, env=WORKER_ENV,
+        )
+        self.results_seen = 0
+        self.started: int | None = None  # the job it said it started last
+        self.solo: int | None = None  # a suspect it grades alone (no other job is sent to it)
+        os.close(jobs_read)
+        os.close(results_write)
+        self.pending: deque[int] = deque()  # job indices sent, in order
+        self.buffer = b""
+        self.closed = False
+        self.send(settings)
+
+    def send(self, line: str) -> None:
+        data = (line + "\n").encode()
+        while data:
+            data = data[os.write(self.jobs, data):]
+
+    def finish(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self.jobs)
+
+    def messages(self) -> list[dict] | None:
+        """The complete lines available now; None at end of file."""
+        chunk = os.read(self.results, 1 << 20)
+        if not chunk:
+            return None
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def errors(self) -> str:
+        try:
+            self.stderr.seek(0)
+            return self.stderr.read().decode("utf-8", "replace").strip()[-2000:]
+        except (OSError, ValueError):
+            return ""
+
+    def close(self) -> None:
+        self.finish()
+        os.close(self.results)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _run_local(submissions: "list[Submission]", options: "GradingOptions",
+               on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
+    """Stream the submissions to worker processes. A worker says which job it has started: when it dies, only
+    that job is suspected. It is tried once more, alone, on a fresh worker, and then recorded as an error of
+    ours (never kept in the regrade cache); the jobs it held but had not started go back to the queue as they
+    were. A worker that dies before it starts any job (it cannot even run) stops the run with its error output."""
+    from autograder.running.worker import options_to_payload
+
+    settings = json.dumps({"options": options_to_payload(options),
+                           "assignment_ids": sorted({s.assignment_id for s in submissions})})
+    queue = deque(range(len(submissions)))
+    attempts = [0] * len(submissions)  # how many workers died while grading it
+    selector = selectors.DefaultSelector()
+    workers: list[_Worker] = []
+    errors: list[str] = []
+
+    def send_job(worker: _Worker, i: int) -> None:
+        s = submissions[i]
+        worker.pending.append(i)  # if it cannot be sent, the worker is gone: its death puts the job back
+        try:
+            worker.send(json.dumps({"i": i, "notebook": str(s.notebook), "assignment_id": s.assignment_id,
+                                    "student_id": s.student_id}))
+        except BrokenPipeError:
+            worker.finish()
+
+    def feed(worker: _Worker) -> None:
+        if worker.solo is not None or worker.closed:
+            return
+        while queue and len(worker.pending) < IN_FLIGHT and not worker.closed:
+            send_job(worker, queue.popleft())
+        if not queue:
+            worker.finish()
+
+    def start(solo: int | None = None) -> None:
+        worker = _Worker(settings)
+        worker.solo = solo
+        workers.append(worker)
+        selector.register(worker.results, selectors.EVENT_READ, worker)
+        if solo is not None:  # a suspect: graded by itself on a fresh worker
+            send_job(worker, solo)
+            worker.finish()
+        else:
+            feed(worker)
+
+    def died(worker: _Worker) -> None:
+        selector.unregister(worker.results)
+        worker.close()
+        if worker.started is None and worker.results_seen == 0 and worker.process.returncode != 0:
+            errors.append(f"exit code {worker.process.returncode}: {worker.errors() or 'no output'}")
+            queue.clear()
+            worker.pending.clear()
+            return
+        suspect = worker.started if worker.started in worker.pending else None
+        for i in reversed(worker.pending):
+            if i != suspect:
+                queue.appendleft(i)  # not started: it was not this job's fault
+        worker.pending.clear()
+        if suspect is not None:
+            attempts[suspect] += 1
+            if attempts[suspect] < MAX_ATTEMPTS:
+                start(solo=suspect)
+            else:
+                on_result(_worker_died(submissions[suspect], options, worker.process.returncode))
+        if queue and not errors and not any(w.solo is None and not w.closed for w in workers):
+            start()
+        for other in workers:  # a queue refilled: feed the workers that are still open
+            if not other.closed and other.solo is None:
+                feed(other)
+
+    try:
+        for _ in range(min(executor.workers, len(submissions))):
+            start()
+        while selector.get_map():
+            for key, _ in selector.select():
+                worker: _Worker = key.data
+                messages = worker.messages()
+                if messages is None:  # the worker is gone
+                    died(worker)
+                    continue
+                for message in messages:
+                    if "result" in message:
+                        worker.results_seen += 1
+                        if message.get("i") in worker.pending:
+                            worker.pending.remove(message["i"])
+                        on_result(sanitize_record(SubmissionResult.from_dict(message["result"])))
+                    elif message.get("op") == "started":
+                        worker.started = message.get("i")
+                    elif message.get("op") == "done":
+                        executor.usage.append({k: v for k, v in message.items() if k != "op"})
+                    elif message.get("op") == "error":
+                        errors.append(message["message"])
+                        queue.clear()
+                if not worker.closed:
+                    feed(worker)
+    finally:
+        for worker in workers:
+            if worker.process.poll() is None:
+                worker.process.kill()
+            try:
+                worker.close()
+            except OSError:
+                pass
+        selector.close()
+    if errors:
+        raise ExecutorError(f"a grading worker failed: {errors[0]}")
+
+
+def _worker_died(submission: "Submission", options: "GradingOptions", code: int | None,
+                 why: str | None = None) -> SubmissionResult:
+    """A submission whose worker process died under it twice, the second time graded alone: an error result
+    (an error of ours as far as the regrade cache goes: graded again next run), the batch goes on."""
+    from autograder.assignments import load_assignment
+    from autograder.course import course_secret, student_seed
+    from autograder.engine import failed_result
+
+    seed = student_seed(options.secret or course_secret(options.root), submission.assignment_id,
+                        submission.student_id)
+    default_why = ("the grading worker process died twice while grading this submission, the second time alone; "
+                   f"exit code {code}")
+    message = ("这份提交没能评分：评分进程在评它时两次退出（第二次单独评分），请联系老师 "
+               f"({why or default_why})")
+    result = failed_result(submission, load_assignment(submission.assignment_id, options.root), options.tier or "",
+                           seed, message)
+    result.infrastructure_error = True
+    return result
+
+
+# --- Dask -----------------------------------------------------------------------------------------------
+
+
+def _run_dask(submissions: "list[Submission]", options: "GradingOptions",
+              on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise ExecutorError("the dask executor needs dask[distributed] (pip install 'dask[distributed]')") from None
+    from autograder.running.worker import grade_chunk, options_to_payload
+
+    cluster = None
+    try:
+        if executor.scheduler:
+            try:
+                client = Client(executor.scheduler, timeout=30)
+            except (OSError, TimeoutError) as exc:
+                raise ExecutorError(f"cannot reach the Dask scheduler at {executor.scheduler}: {exc}") from None
+        else:
+            cluster = LocalCluster(n_workers=max(executor.workers, 1), threads_per_worker=1, processes=True,
+                                   dashboard_address=None, silence_logs=40)
+            client = Client(cluster)
+        with client:
+            workers = max(len(client.scheduler_info().get("workers", {})), 1)
+            size = max(1, min(25, math.ceil(len(submissions) / (workers * 4))))
+            payload = client.scatter(options_to_payload(options), broadcast=True)
+            futures, chunks = [], {}
+            for start in range(0, len(submissions), size):
+                chunk = submissions[start:start + size]
+                future = client.submit(grade_chunk, [_job(s) for s in chunk], payload, pure=False)
+                futures.append(future)
+                chunks[future.key] = chunk
+            usage: dict = {}
+            for future in as_completed(futures):
+                try:
+                    done = future.result()
+                except Exception as exc:  # Dask gave up on the task (its workers died): these jobs' error, ours
+                    for submission in chunks[future.key]:
+                        on_result(_worker_died(submission, options, None,
+                                               f"the Dask task failed: {type(exc).__name__}"))
+                    continue
+                usage[done["usage"].get("pid")] = done["usage"]
+                for data in done["results"]:
+                    on_result(sanitize_record(SubmissionResult.from_dict(data)))
+            executor.usage.extend(usage.values())
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _job(submission: "Submission") -> dict:
+    """A submission as a Dask task carries it: the notebook's bytes, read here as the engine reads them."""
+    from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes
+
+    try:
+        content = load_notebook_bytes(submission.notebook)
+    except UnreadableNotebook:
+        content = None  # a link, a special file, too big: the worker sees an unopenable file, as here
+    return {"notebook": str(submission.notebook), "name": submission.notebook.name, "content": content,
+            "assignment_id": submission.assignment_id, "student_id": submission.student_id}

@@ -1,0 +1,142 @@
+"""The student's notebook running in a sandbox: every code cell once, in order, then the probes.
+
+Each cell has its own time budget and a failing cell does not stop the rest, as in nbgrader. A
+cell that hangs past its budget or kills the process costs only itself: the sandbox is started
+again and the cells before it are replayed, without it. The same happens when a probe kills the
+process. A submission gets a bounded number of restarts, and one wall-clock budget
+(`Limits.submission_timeout`) for all of it: cells, restarts, replays and probes. Once that is spent,
+no cell runs and every probe fails at once (`BudgetExhausted`).
+"""
+
+import time
+from dataclasses import dataclass
+
+from autograder.intake.reading import CodeCell
+from autograder.recording.results import CellRun
+from autograder.running.sandbox.environment import SandboxEnvironment
+from autograder.running.sandbox.process import Limits, Reply, Sandbox, SandboxError
+from autograder.running.sandbox.zygote import Zygote
+
+MAX_RESTARTS = 8
+BUDGET_MESSAGE = "超时：这份提交用完了 {seconds:g} 秒的总时间预算，这个单元格没有运行"
+
+
+class SandboxGaveUp(SandboxError):
+    kind = "gave_up"
+
+
+class BudgetExhausted(SandboxGaveUp):
+    """The submission's whole wall-clock budget is spent."""
+
+    kind = "budget"
+
+
+@dataclass
+class NotebookRun:
+    environment: SandboxEnvironment
+    tier: str
+    limits: Limits
+    student_id: str
+    cells: list[CodeCell]
+    zygote: Zygote | None = None  # the worker's warm parent (None: each sandbox starts its own)
+
+    def __post_init__(self):
+        self.sandbox: Sandbox | None = None
+        self.skipped: set[int] = set()  # cells that hung or crashed the process
+        self.restarts = 0
+        self.cell_runs: list[CellRun] = []
+        self.deadline = time.monotonic() + self.limits.submission_timeout
+
+    @property
+    def exhausted(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def budget(self, timeout: float) -> float:
+        """`timeout`, cut to what is left of the submission's budget; BudgetExhausted when nothing is."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise BudgetExhausted(f"the submission's budget of {self.limits.submission_timeout:g} s is spent")
+        return min(timeout, remaining)
+
+    def start(self, on_started=None) -> list[CellRun]:
+        self._launch()
+        if on_started:
+            on_started()
+        for cell in self.cells:
+            if self.exhausted:
+                self.cell_runs.append(CellRun(cell.index, cell.grade_id, False, "Timeout", BUDGET_MESSAGE.format(
+                    seconds=self.limits.submission_timeout)))
+                continue
+            self.cell_runs.append(self._run_first_time(cell))
+        return self.cell_runs
+
+    def _launch(self):
+        self.sandbox = Sandbox(self.environment, self.tier, self.limits, env={"JUPYTERHUB_USER": self.student_id},
+                               zygote=self.zygote)
+        self.sandbox.start()
+
+    def _exec(self, cell: CodeCell) -> Reply:
+        return self.sandbox.request({"op": "exec_cell", "source": cell.source, "cell": cell.index}, None,
+                                    self.budget(self.limits.cell_timeout))
+
+    def _run_first_time(self, cell: CodeCell) -> CellRun:
+        started = time.monotonic()
+        try:
+            reply = self._exec(cell)
+        except BudgetExhausted:
+            self.skipped.add(cell.index)
+            return CellRun(cell.index, cell.grade_id, False, "Timeout",
+                           BUDGET_MESSAGE.format(seconds=self.limits.submission_timeout), time.monotonic() - started)
+        except SandboxError as exc:
+            self.skipped.add(cell.index)
+            kind = "Timeout" if exc.kind == "timeout" else "Crash"
+            run = CellRun(cell.index, cell.grade_id, False, kind, str(exc), time.monotonic() - started)
+            try:
+                self.restart()
+            except BudgetExhausted:
+                self.close()  # nothing more runs: the later cells are reported as not run, the probes fail at once
+            return run
+        error = reply.error or {}
+        return CellRun(cell.index, cell.grade_id, reply.ok, error.get("type"), error.get("message", ""), reply.seconds)
+
+    def restart(self):
+        """A fresh sandbox with the cells run so far, minus those that hung or crashed."""
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+        self.budget(1.0)
+        self.restarts += 1
+        if self.restarts > MAX_RESTARTS:
+            raise SandboxGaveUp(f"the sandbox was restarted {MAX_RESTARTS} times")
+        self._launch()
+        done = {run.index for run in self.cell_runs}
+        for cell in self.cells:
+            if cell.index in done and cell.index not in self.skipped:
+                try:
+                    self._exec(cell)
+                except BudgetExhausted:
+                    raise
+                except SandboxError:
+                    # it ran before; if it fails now, it is nondeterministic: skip it too
+                    self.skipped.add(cell.index)
+                    return self.restart()
+
+    def request(self, header: dict, values: dict | None, timeout: float) -> Reply:
+        """A probe. If it kills or hangs the sandbox, the sandbox is restarted for the next one."""
+        if self.exhausted:
+            raise BudgetExhausted(f"the submission's budget of {self.limits.submission_timeout:g} s is spent")
+        if self.sandbox is None:
+            raise SandboxGaveUp("the sandbox is not running")
+        try:
+            return self.sandbox.request(header, values, self.budget(timeout))
+        except SandboxError:
+            try:
+                self.restart()
+            except SandboxGaveUp:
+                self.close()
+            raise
+
+    def close(self):
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
