@@ -351,9 +351,9 @@ def test_passing_hand_checks_are_not_flagged():
 
 def test_templates_are_package_data():
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    assert "templates/*.j2" in pyproject["tool"]["setuptools"]["package-data"]["autograder"]
+    assert "reporting/templates/*.j2" in pyproject["tool"]["setuptools"]["package-data"]["autograder"]
     for name in ("base.html.j2", "report.html.j2", "summary.html.j2"):
-        assert (REPO_ROOT / "autograder" / "templates" / name).is_file()
+        assert (REPO_ROOT / "autograder" / "reporting" / "templates" / name).is_file()
 
 
 def test_screenshot_is_not_blank(tmp_path):
