@@ -54,6 +54,9 @@ class Assignment:
     grade_cells: frozenset[str]  # grade ids of all grade cells (self-checks): never run when grading
     order: int = 0  # the record's place in the chapter
     hand_parts: frozenset[str] = frozenset()  # the record's parts computed by hand with per-student numbers
+    # sources of the code cells tagged "autograde": {"not_for_grading": true} (demo and plot cells; see
+    # autograder.intake.skipping): a submitted cell left byte-identical to one of them need not run
+    not_for_grading: frozenset[str] = frozenset()
 
     @property
     def has_hand(self) -> bool:
@@ -124,9 +127,14 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
     source = _source(root, assignment_id)
     nb = nbformat.read(source, as_version=4)
     order, hand = _record(source, nb.metadata)
-    parts, pending, grade_cells = [], [], set()
-    for cell in nb.cells:
+    parts, pending, grade_cells, demo_cells = [], [], set(), set()
+    for number, cell in enumerate(nb.cells, 1):
         meta = cell.metadata.get("nbgrader", {})
+        if (cell.metadata.get(RECORD_KEY) or {}).get("not_for_grading"):
+            if cell.cell_type != "code" or meta.get("solution") or meta.get("grade"):
+                raise AssignmentRecordError(f"{source}: cell {number} is tagged not_for_grading but is not a plain "
+                                            "code cell (a solution or grade cell always counts)")
+            demo_cells.add(cell.source)
         if meta.get("grade"):
             grade_cells.add(meta["grade_id"])
             written = cell.cell_type == "markdown"
@@ -139,7 +147,8 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
     if not set(hand) <= part_ids:
         raise AssignmentRecordError(f"{source}: 'hand_parts' names {sorted(set(hand) - part_ids)}, which are not "
                                     f"graded parts of the notebook (the parts: {', '.join(p.grade_id for p in parts)})")
-    return Assignment(assignment_id, source, tuple(parts), frozenset(grade_cells), order, frozenset(hand))
+    return Assignment(assignment_id, source, tuple(parts), frozenset(grade_cells), order, frozenset(hand),
+                      frozenset(demo_cells))
 
 
 def all_assignments(root: Path = REPO_ROOT) -> list[Assignment]:

@@ -87,6 +87,10 @@ def grade(
         0.0, min=0.0, max=1.0,
         help="Share of a check's points kept when it fails only by another convention (RoPE half-split pairing, "
              "the chapter's h % num_kv_heads GQA mapping); the report explains the pinned convention either way."),
+    run_all_cells: bool = typer.Option(
+        False, "--run-all-cells",
+        help="Run every cell, as nbgrader does, also the instructor's demo and plot cells a student left unchanged "
+             "(skipped by default: they define nothing the grading reads)."),
     # --- hand-in: late policy and exchange checks (autograder.intake.handin); default: the course's nbgrader_config.py
     late_policy: str = typer.Option(None, "--late-policy",
                                     help="none, fixed, percent_per_hour or percent_per_day (overrides "
@@ -136,6 +140,7 @@ def grade(
                          gradebook=gradebook, tier=sandbox, allow_weak_sandbox=allow_weak_sandbox,
                          cell_timeout=cell_timeout, probe_timeout=probe_timeout,
                          submission_timeout=submission_timeout, convention_credit=convention_credit, handin=handin,
+                         run_all_cells=run_all_cells,
                          layout=layout, lms_roster=lms_roster, dry_run=dry_run, accept_new_settings=accept_new_settings)
     try:
         summary = run_grading(options, progress=not dry_run)
@@ -312,7 +317,11 @@ def bench(
     vs_nbgrader: bool = typer.Option(False, "--vs-nbgrader",
                                      help="Also run `nbgrader autograde` on a subset of the same notebooks and print "
                                           "the ratio."),
-    nbgrader_subset: int = typer.Option(12, "--nbgrader-subset", min=1, help="Notebooks for nbgrader autograde."),
+    nbgrader_subset: int = typer.Option(12, "--nbgrader-subset", min=1,
+                                        help="Notebooks for nbgrader autograde (as many from each assignment)."),
+    run_all_cells: bool = typer.Option(False, "--run-all-cells", help="Run every cell, the unchanged demo cells too."),
+    both_ways: bool = typer.Option(False, "--both-ways",
+                                   help="Grade the class twice: demo cells skipped, then every cell run."),
     sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works here)."),
     keep: Path = typer.Option(None, "--keep", help="Build the class and outputs here and keep them."),
 ):
@@ -326,7 +335,7 @@ def bench(
     try:
         ids = resolve_assignments(assignment or ["all"])
         code = run_bench(students, ids, workers or default_workers(), executor, vs_nbgrader, nbgrader_subset,
-                         sandbox, keep)
+                         sandbox, keep, run_all_cells=run_all_cells, both_ways=both_ways)
     except GradingRunError as exc:
         fail(str(exc), exc.exit_code)
     raise typer.Exit(code)

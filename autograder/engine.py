@@ -40,6 +40,7 @@ class GradingOptions:
     tier: str | None = None  # None: the strongest tier that works here
     allow_weak_sandbox: bool = False  # accept the rlimits-only tier when nothing stronger works
     convention_credit: float = 0.0  # share of a check's points kept when it fails only by another convention
+    run_all_cells: bool = False  # also the instructor's demo cells left unchanged (autograder.intake.skipping)
     secret: bytes | None = None  # None: course_secret()
     root: Path = REPO_ROOT
 
@@ -178,7 +179,7 @@ class Grader:
             clock = now
 
         try:
-            prepared = prepare(submission.notebook, assignment)
+            prepared = prepare(submission.notebook, assignment, self.options.run_all_cells)
         except UnreadableNotebook as exc:
             result = failed_result(submission, assignment, self.tier, seed, exc.message)
             result.seconds = time.monotonic() - started
@@ -208,6 +209,7 @@ class Grader:
         lap("check_bugs")
         result.parts = self._score(assignment, outcomes, prepared, bugs)
         result.written_answers = dict(prepared.written_answers)
+        result.skipped_cells = list(prepared.skipped)
         result.score = sum(p.score for p in result.parts)
         result.seconds = time.monotonic() - started
         return result
@@ -219,7 +221,7 @@ class Grader:
         todo = {n for n in names if (assignment.id, seed, n) not in self._reference_verdicts}
         if todo:
             try:
-                prepared = prepare(assignment.source, assignment)
+                prepared = prepare(assignment.source, assignment, self.options.run_all_cells)
                 run = NotebookRun(self.environment, self.tier, self.options.limits, student_id, prepared.cells,
                                   self.warm_parent())
                 try:

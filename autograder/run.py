@@ -70,6 +70,7 @@ class RunOptions:
     probe_timeout: float = 30.0
     submission_timeout: float | None = None  # None: c.Autograde.submission_timeout, else 300 s
     convention_credit: float = 0.0
+    run_all_cells: bool = False  # run the instructor's unchanged demo cells too, as nbgrader does
     handin: HandInOptions = field(default_factory=HandInOptions)  # late policy and exchange checks (CLI overrides)
     layout: str = "auto"  # nbgrader, flat, canvas, moodle (autograder.intake.discovery), or recognised
     lms_roster: Path | None = None  # the LMS's roster export (Canvas gradebook CSV, Moodle grading worksheet)
@@ -251,7 +252,8 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
         tier = tiers.choose(opts.tier, opts.allow_weak_sandbox)
     except SandboxUnavailable as exc:
         raise GradingRunError(str(exc)) from None
-    keys = {a: grading_key(a, tier, limits.to_dict(), opts.convention_credit, secret) for a in assignment_ids}
+    keys = {a: grading_key(a, tier, limits.to_dict(), opts.convention_credit, secret, run_all_cells=opts.run_all_cells)
+            for a in assignment_ids}
     try:
         handin_settings = load_settings(course, opts.handin)
     except HandInError as exc:
@@ -297,7 +299,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     from autograder.recording.gradebook import CourseGradebook
 
     grading = GradingOptions(limits=limits, tier=tier, allow_weak_sandbox=opts.allow_weak_sandbox,
-                             convention_credit=opts.convention_credit, secret=secret)
+                             convention_credit=opts.convention_credit, run_all_cells=opts.run_all_cells, secret=secret)
     try:
         grader = Grader(grading, zygote) if zygote is not None else None
     except (SandboxUnavailable, SandboxEnvironmentError) as exc:

@@ -1,7 +1,8 @@
 """Read a submitted notebook into the code the sandbox will run, without trusting anything in it.
 
 Cells are matched by nbgrader grade_id, never by position; saved outputs are ignored; IPython
-magics and shell escapes are neutralised; the grade cells (the visible self-checks) are not run.
+magics and shell escapes are neutralised; the grade cells (the visible self-checks) are not run, nor the
+instructor's demo cells left unchanged (autograder.intake.skipping) unless `run_all_cells`.
 A notebook that cannot be read raises UnreadableNotebook with a message for the student.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.assignments import Assignment
+from autograder.intake.skipping import cells_to_skip
 
 MAX_NOTEBOOK_BYTES = 64 * 1024**2
 MAX_CELL_CHARS = 1024**2
@@ -36,6 +38,7 @@ class CodeCell:
 @dataclass
 class PreparedNotebook:
     cells: list[CodeCell]
+    skipped: list[int] = field(default_factory=list)  # positions in the notebook of unchanged demo cells not run
     answer_cells_found: set[str] = field(default_factory=set)
     written_answers: dict[str, str] = field(default_factory=dict)  # markdown answers, for the report
 
@@ -101,9 +104,10 @@ def parse_notebook(data: bytes):
     return nb
 
 
-def prepare(path: Path, assignment: Assignment) -> PreparedNotebook:
+def prepare(path: Path, assignment: Assignment, run_all_cells: bool = False) -> PreparedNotebook:
     nb = parse_notebook(load_notebook_bytes(Path(path)))
     prepared = PreparedNotebook(cells=[])
+    raw = []  # each code cell's source as submitted
     answer_ids = {cell_id for part in assignment.parts for cell_id in part.answer_cells}
     for index, cell in enumerate(nb.cells):
         if not isinstance(cell, dict):
@@ -119,4 +123,9 @@ def prepare(path: Path, assignment: Assignment) -> PreparedNotebook:
         if cell.get("cell_type") != "code" or grade_id in assignment.grade_cells:
             continue
         prepared.cells.append(CodeCell(index, grade_id, neutralise_magics(source[:MAX_CELL_CHARS])))
+        raw.append(source)
+    if not run_all_cells and assignment.not_for_grading:
+        skip = cells_to_skip([c.source for c in prepared.cells], [s in assignment.not_for_grading for s in raw])
+        prepared.skipped = [prepared.cells[i].index for i in sorted(skip)]
+        prepared.cells = [c for i, c in enumerate(prepared.cells) if i not in skip]
     return prepared

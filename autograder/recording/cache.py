@@ -36,10 +36,10 @@ def _code_digest(root: Path, assignment_id: str) -> str:
 
 
 def grading_key(assignment_id: str, tier: str, limits: dict, convention_credit: float, secret: bytes,
-                root: Path = REPO_ROOT) -> str:
+                root: Path = REPO_ROOT, run_all_cells: bool = False) -> str:
     """Everything but the submission that decides a score in `assignment_id`."""
     settings = json.dumps({"version": __version__, "tier": tier, "limits": limits,
-                           "convention_credit": convention_credit,
+                           "convention_credit": convention_credit, "run_all_cells": run_all_cells,
                            "secret": hashlib.sha256(secret).hexdigest()}, sort_keys=True)
     return hashlib.sha256(f"{_code_digest(Path(root), assignment_id)}\0{settings}".encode()).hexdigest()
 

@@ -106,6 +106,7 @@ class SubmissionResult:
     max_score: float
     parts: list[PartResult] = field(default_factory=list)
     cells: list[CellRun] = field(default_factory=list)
+    skipped_cells: list[int] = field(default_factory=list)  # demo cells left unchanged, not run (intake.skipping)
     message: str = ""  # why the status is what it is (Chinese for the student, with an English hint)
     tier: str = ""  # the sandbox tier the code ran under
     seed: int = 0  # the input seed of this student's checks, so a regrade reproduces the score

@@ -29,13 +29,15 @@ def options_to_payload(options: GradingOptions) -> dict:
 
     secret = options.secret or course_secret(options.root)
     return {"limits": options.limits.to_dict(), "tier": options.tier, "allow_weak_sandbox": options.allow_weak_sandbox,
-            "convention_credit": options.convention_credit, "secret": secret.hex()}
+            "convention_credit": options.convention_credit, "run_all_cells": options.run_all_cells,
+            "secret": secret.hex()}
 
 
 def options_from_payload(payload: dict) -> GradingOptions:
     return GradingOptions(limits=Limits(**payload["limits"]), tier=payload["tier"],
                           allow_weak_sandbox=payload["allow_weak_sandbox"],
-                          convention_credit=payload["convention_credit"], secret=bytes.fromhex(payload["secret"]))
+                          convention_credit=payload["convention_credit"], run_all_cells=bool(payload["run_all_cells"]),
+                          secret=bytes.fromhex(payload["secret"]))
 
 
 def usage() -> dict:

@@ -1,0 +1,259 @@
+"""Unchanged demo cells are not run (autograder.intake.skipping): which cells, why it changes no grade, and that
+every tagged cell of every reference notebook is inert."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import REPO_ROOT
+from autograder.assignments import assignment_ids, load_assignment
+from autograder.engine import GradingOptions, Submission, grade_batch
+from autograder.intake.reading import neutralise_magics, prepare
+from autograder.intake.skipping import CellNames, cells_to_skip
+from grading_helpers import TEST_LIMITS, edited_notebook
+
+ASSIGNMENTS = assignment_ids()
+TAGGED = [a for a in ASSIGNMENTS if load_assignment(a).not_for_grading]
+
+# --- the rule ------------------------------------------------------------------------------------------------
+
+
+def test_a_demo_cell_nothing_reads_is_skipped():
+    cells = ["def f(x):\n    return 2 * x", "demo = f(3)\nprint(demo)", "y = 1"]
+    assert cells_to_skip(cells, [False, True, False]) == {1}
+
+
+@pytest.mark.parametrize("reader", [
+    "z = demo + 1",                            # a later cell reads what the demo assigned
+    "def g():\n    return demo",               # ... or a function does, which a check may call later
+    "class C:\n    size = demo",
+])
+def test_a_demo_cell_whose_names_are_read_later_runs(reader):
+    assert cells_to_skip(["demo = 3", reader], [True, False]) == set()
+
+
+def test_an_earlier_cell_reading_the_same_name_at_its_top_level_does_not_keep_the_demo():
+    """`for name, p in ...: print(name)` above, `for name, size in ...` in the demo: read before the demo runs."""
+    cells = ["for name in 'ab':\n    print(name)", "for name in 'cd':\n    print(name)"]
+    assert cells_to_skip(cells, [False, True]) == {1}
+
+
+def test_locals_and_parameters_are_not_the_notebook_s_names():
+    cells = ["d_model = 16\nprint(d_model)", "class A:\n    def __init__(self, d_model):\n        self.d = d_model"]
+    assert cells_to_skip(cells, [True, False]) == {0}
+
+
+@pytest.mark.parametrize("dynamic", [
+    "print(globals()['demo'])", "exec('print(demo)')", "eval('demo')", "import __main__\nprint(__main__.demo)",
+    "import sys\nprint(sys.modules['__main__'])", "print(vars())", "print(dir())",
+    "def f():\n    pass\nprint(f.__globals__)", "print(getattr(object(), '__class__'))",
+])
+def test_a_cell_that_reaches_names_dynamically_keeps_every_cell(dynamic):
+    assert cells_to_skip(["demo = 3", dynamic], [True, False]) == set()
+
+
+def test_a_running_cell_that_does_not_parse_keeps_every_cell():
+    assert cells_to_skip(["demo = 3", "def broken(:"], [True, False]) == set()
+
+
+def test_two_demo_cells_that_share_names_are_skipped_together():
+    """gradient_flow's depth sweep reads the first demo's inputs: both go, or both stay."""
+    cells = ["x_demo = 1", "print(x_demo * 2)", "print('done')"]
+    assert cells_to_skip(cells, [True, True, False]) == {0, 1}
+    assert cells_to_skip(cells, [True, False, False]) == set()
+
+
+def test_cell_names_follow_python_scopes():
+    names = CellNames("import torch\nclass A:\n    def f(self, n):\n        return n + k\n"
+                      "def g():\n    global G\n    G = [z for z in W]\nx = 3\nprint(x, q)")
+    assert names.stores == {"torch", "A", "g", "G", "x"}
+    assert names.loads_now == {"print", "x", "q"} and names.loads_later == {"k", "W"}
+
+
+def test_only_a_byte_identical_copy_of_a_tagged_cell_is_skipped(tmp_path):
+    assignment = load_assignment("gradient_flow")
+    skipped = prepare(assignment.source, assignment).skipped
+    assert len(skipped) == 2
+    nb = nbformat.read(assignment.source, as_version=4)
+    nb.cells[skipped[1]].source += " "  # one space more: the student's own cell now
+    edited = tmp_path / "edited.ipynb"
+    nbformat.write(nb, edited)
+    assert prepare(edited, assignment).skipped == []  # the second reads the first's names: both run
+    nb.cells[skipped[1]].metadata.pop("autograde")  # the student's metadata means nothing either way
+    nb.cells[skipped[1]].source = nb.cells[skipped[1]].source[:-1]
+    nbformat.write(nb, edited)
+    assert prepare(edited, assignment).skipped == skipped
+    assert prepare(edited, assignment, run_all_cells=True).skipped == []
+
+
+# --- every tagged cell of every reference notebook is inert -------------------------------------------------
+
+
+def _checks_read(assignment_id: str) -> set[str]:
+    """The names the checks ask the student's notebook for: literal names of student.call / call_repeatedly /
+    variable / module, the string constants of the module's UPPERCASE constants (names passed on by variable), and
+    the hand answers' variables. (Labels in dicts are not names.)"""
+    import ast
+
+    tree = ast.parse((REPO_ROOT / "autograder" / "checks" / f"{assignment_id}.py").read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("call", "call_repeatedly", "variable", "module"):
+            args = node.args[1:] if node.func.attr == "call_repeatedly" else node.args
+            if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
+                names.add(args[0].value)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets) \
+                and isinstance(node.value, (ast.Constant, ast.Tuple, ast.List)):  # CLASS = "RMSNorm", NAMES = (...)
+            names |= {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                      and c.value.isidentifier()}
+    if load_assignment(assignment_id).has_hand:
+        from solutions.student_params import student_answers
+        names |= set(student_answers(assignment_id, "alice"))
+    return names
+
+
+@pytest.mark.parametrize("assignment_id", TAGGED)
+def test_tagged_cells_define_nothing_an_untagged_cell_or_a_check_reads(assignment_id):
+    assignment = load_assignment(assignment_id)
+    nb = nbformat.read(assignment.source, as_version=4)
+    running = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+               and not c.metadata.get("nbgrader", {}).get("grade")]
+    tagged = {i for i, c in running if c.source in assignment.not_for_grading}
+    names = {i: CellNames(neutralise_magics(c.source)) for i, c in running}
+    checks = _checks_read(assignment_id)
+    for i in tagged:
+        read_by_untagged = {n for j in names if j not in tagged
+                            for n in names[i].stores & (names[j].loads_later | (names[j].loads_now if j > i else set()))}
+        assert not read_by_untagged, f"cell {i} defines {sorted(read_by_untagged)}, read by an untagged cell"
+        assert not names[i].stores & checks, f"cell {i} defines {sorted(names[i].stores & checks)}, which a check names"
+    assert prepare(assignment.source, assignment).skipped == sorted(tagged)
+
+
+INERTNESS = r'''
+import io, contextlib, json, os, random, sys
+import numpy, torch, nbformat
+os.environ["JUPYTERHUB_USER"] = "alice"
+os.environ["MPLBACKEND"] = "Agg"
+from autograder.intake.reading import neutralise_magics
+
+def fingerprint(value, depth=0):
+    if isinstance(value, torch.Tensor):
+        return ("tensor", str(value.dtype), tuple(value.shape), value.detach().cpu().contiguous().numpy().tobytes())
+    if isinstance(value, torch.nn.Module):
+        return ("module", tuple((k, fingerprint(v)) for k, v in value.state_dict().items()))
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(fingerprint(v, depth + 1) for v in value))
+    if depth < 3 and isinstance(value, dict):
+        return ("dict", tuple((repr(k), fingerprint(v, depth + 1)) for k, v in value.items()))
+    if isinstance(value, (int, float, str, bool, bytes, type(None))):
+        return value
+    return ("object", id(value))
+
+def state():
+    return (torch.random.get_rng_state().numpy().tobytes(), repr(random.getstate()),
+            repr(numpy.random.get_state()), str(torch.get_default_dtype()))
+
+nb = nbformat.read(sys.argv[1], as_version=4)
+ns = {"__name__": "__main__"}
+problems = []
+for i, cell in enumerate(nb.cells):
+    if cell.cell_type != "code" or cell.metadata.get("nbgrader", {}).get("grade"):
+        continue
+    tagged = bool(cell.metadata.get("autograde", {}).get("not_for_grading"))
+    if tagged:
+        before = state()
+        names = {k: (id(v), fingerprint(v)) for k, v in ns.items() if not k.startswith("__")}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(neutralise_magics(cell.source), f"cell {i}", "exec"), ns)
+    if tagged:
+        after = state()
+        for label, a, b in zip(("torch RNG", "random", "numpy RNG", "default dtype"), before, after):
+            if a != b:
+                problems.append(f"cell {i} changes {label}")
+        for k, (ident, fp) in names.items():  # a rebound name is the static test's affair (is it read later?)
+            if k in ns and id(ns[k]) == ident and fingerprint(ns[k]) != fp:
+                problems.append(f"cell {i} changes {k} in place")
+print(json.dumps(problems))
+'''
+
+
+def _inertness(notebook: Path) -> list[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", INERTNESS, str(notebook)], capture_output=True, text=True,
+                         env=env, timeout=300, cwd=REPO_ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment_id", TAGGED)
+def test_every_tagged_cell_leaves_no_trace(assignment_id):
+    """Run the reference notebook's cells in order: a tagged cell draws nothing from the global random generators,
+    seeds nothing, leaves the default dtype, and changes no object an earlier cell made in place."""
+    assert _inertness(load_assignment(assignment_id).source) == []
+
+
+@pytest.mark.slow
+def test_the_inertness_check_can_fail(tmp_path):
+    nb = nbformat.read(load_assignment("swiglu").source, as_version=4)
+    tagged = [c for c in nb.cells if c.metadata.get("autograde", {}).get("not_for_grading")]
+    tagged[0].source = "torch.manual_seed(1)\n_ = torch.randn(2)\n" + tagged[0].source
+    tagged[1].source += "\ntorch.set_default_dtype(torch.float64)\n_ = vals.data.mul_(2)"
+    path = tmp_path / "swiglu.ipynb"
+    nbformat.write(nb, path)
+    problems = _inertness(path)
+    assert any("torch RNG" in p for p in problems) and any("default dtype" in p for p in problems), problems
+    assert any("changes vals in place" in p for p in problems), problems
+
+
+# --- grades are the same both ways -------------------------------------------------------------------------
+
+DRAW_CELL = "_draw = torch.randn(1).item()  # my own cell, after the demos: a draw from the global generator"
+
+
+def _expected_draw(notebook: Path) -> float:
+    """What `_draw` is when every cell runs in order (as nbgrader runs them)."""
+    script = ("import io, contextlib, os, sys, nbformat\nos.environ['JUPYTERHUB_USER'] = 'alice'\n"
+              "os.environ['MPLBACKEND'] = 'Agg'\nfrom autograder.intake.reading import neutralise_magics\n"
+              "nb = nbformat.read(sys.argv[1], as_version=4)\nns = {'__name__': '__main__'}\n"
+              "for c in nb.cells:\n"
+              "    if c.cell_type == 'code' and not c.metadata.get('nbgrader', {}).get('grade'):\n"
+              "        with contextlib.redirect_stdout(io.StringIO()):\n"
+              "            exec(compile(neutralise_magics(c.source), 'cell', 'exec'), ns)\n"
+              "print(repr(ns['_draw']))")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", script, str(notebook)], capture_output=True, text=True, env=env,
+                         timeout=300, cwd=REPO_ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_student_code_that_depends_on_a_draw_after_the_demos_grades_the_same_both_ways(tmp_path):
+    """gradient_flow: the student's layer_grad_norms is right only when their own draw, made after the two depth-sweep
+    demos (which are skipped) and an untagged cell, equals what it is when every cell runs. Skipping the demos must
+    leave the global generator as running them does; an untagged demo cell always runs."""
+    nb = nbformat.read(load_assignment("gradient_flow").source, as_version=4)
+    last_code = max(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    probe = edited_notebook("gradient_flow", [], tmp_path / "probe.ipynb", extra_cells=[(last_code + 1, DRAW_CELL)])
+    expected = _expected_draw(probe)
+    edits = [("    model.zero_grad(set_to_none=True)\n",
+              f"    if abs(_draw - {expected!r}) > 1e-12:\n        return [0.0] * len(model.layers)\n"
+              "    model.zero_grad(set_to_none=True)\n")]
+    notebook = edited_notebook("gradient_flow", edits, tmp_path / "s.ipynb", extra_cells=[(last_code + 1, DRAW_CELL)])
+    runs = {}
+    for run_all in (False, True):
+        options = GradingOptions(limits=TEST_LIMITS, run_all_cells=run_all)
+        runs[run_all] = grade_batch([Submission(notebook, "gradient_flow", "alice")], options)[0]
+    assert runs[False].skipped_cells and not runs[True].skipped_cells
+    assert runs[False].identity() == runs[True].identity()
+    layer = [c for p in runs[False].parts for c in p.checks if p.grade_id == "layer_grad_norms"]
+    assert layer and all(c.passed for c in layer), [(c.name, c.message) for c in layer]
