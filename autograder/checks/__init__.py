@@ -42,7 +42,7 @@ __all__ = [
     "expect_module_matches", "expect_weights_loaded", "expect_true", "run_reference", "same_values", "causal_mask",
     "FLOAT32_ROUNDING", "expect_float64_precision", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
     "expect_parameters", "attempt", "reference_with", "random_weights", "randn", "randint", "is_number",
-    "close_number", "at_rounding_level",
+    "close_number", "number_close", "at_rounding_level", "weights_loaded",
 ]
 
 
@@ -216,8 +216,9 @@ def close_number(value, target, rel: float) -> bool:
     return is_number(value) and abs(value - target) <= rel * max(abs(target), 1e-300)
 
 
-def _number_close(rel: float):
-    # a slip's answer typed to four significant figures is within twice the answer's own tolerance
+def number_close(rel: float = HAND):
+    """The closeness by which a number matches a slip: a slip's answer typed to four significant figures is within
+    twice the answer's own tolerance."""
     return lambda value, candidate: close_number(value, candidate, 2 * rel)
 
 
@@ -228,7 +229,7 @@ def expect_number(actual, expected: float, what: str, rel: float = HAND, *, vari
     try:
         _expect_number(actual, expected, what, rel)
     except CheckFailed as failure:
-        raise diagnosed(failure, actual, expected, variants, hint, _number_close(rel)) from None
+        raise diagnosed(failure, actual, expected, variants, hint, number_close(rel)) from None
 
 
 def _expect_number(actual, expected: float, what: str, rel: float):
@@ -248,7 +249,7 @@ def expect_int(actual, expected: int, what: str, *, variants: VariantsArg = None
     try:
         _expect_int(actual, expected, what)
     except CheckFailed as failure:
-        raise diagnosed(failure, actual, expected, variants, hint, _number_close(HAND)) from None
+        raise diagnosed(failure, actual, expected, variants, hint, number_close(HAND)) from None
 
 
 def _expect_int(actual, expected: int, what: str):
@@ -273,7 +274,7 @@ def expect_numbers(actual, expected: list[float], what: str, rel: float = HAND, 
         for i, (a, e) in enumerate(zip(actual, expected)):
             _expect_number(a, e, f"{what}[{i}]", rel)
     except CheckFailed as failure:
-        raise diagnosed(failure, actual, expected, variants, hint, _number_close(rel)) from None
+        raise diagnosed(failure, actual, expected, variants, hint, number_close(rel)) from None
 
 
 # --- modules: parameter names, weights, forward and backward ---------------------------------------------------
