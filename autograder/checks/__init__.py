@@ -42,7 +42,7 @@ __all__ = [
     "expect_module_matches", "expect_weights_loaded", "expect_true", "run_reference", "same_values", "causal_mask",
     "FLOAT32_ROUNDING", "expect_float64_precision", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
     "expect_parameters", "attempt", "reference_with", "random_weights", "randn", "randint", "is_number",
-    "close_number", "number_close", "at_rounding_level", "weights_loaded",
+    "close_number", "number_close", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
 ]
 
 
@@ -222,6 +222,17 @@ def number_close(rel: float = HAND):
     return lambda value, candidate: close_number(value, candidate, 2 * rel)
 
 
+def int_close(value, candidate) -> bool:
+    """The closeness by which an integer answer matches a slip: a whole slip exactly, a fractional one (a count in
+    MiB or MB) to four significant figures; elementwise for lists."""
+    if isinstance(candidate, (list, tuple)):
+        return (isinstance(value, (list, tuple)) and len(value) == len(candidate)
+                and all(int_close(v, c) for v, c in zip(value, candidate)))
+    if float(candidate).is_integer():
+        return is_number(value) and value == candidate
+    return close_number(value, candidate, 2 * HAND)
+
+
 def expect_number(actual, expected: float, what: str, rel: float = HAND, *, variants: VariantsArg = None,
                   hint: HintArg = None):
     """A typed answer: a real number within relative tolerance `rel` (four significant figures). `variants` are
@@ -245,11 +256,29 @@ def _expect_number(actual, expected: float, what: str, rel: float):
 
 
 def expect_int(actual, expected: int, what: str, *, variants: VariantsArg = None, hint: HintArg = None):
-    """An integer answer, compared exactly; slips (`variants`) are matched to four significant figures."""
+    """An integer answer, compared exactly; slips (`variants`) are matched by int_close."""
     try:
         _expect_int(actual, expected, what)
     except CheckFailed as failure:
-        raise diagnosed(failure, actual, expected, variants, hint, number_close(HAND)) from None
+        raise diagnosed(failure, actual, expected, variants, hint, int_close) from None
+
+
+def expect_ints(actual: list, expected: list[int], labels: list[str], *, variants: VariantsArg = None,
+                hint: HintArg = None):
+    """Several integer answers (e.g. one function at several arguments), each exact, labelled `labels[i]`; a slip
+    (`variants`: name, its list of answers) is named only when it gives every one of them."""
+    try:
+        for a, e, label in zip(actual, expected, labels):
+            _expect_int(a, e, label)
+    except CheckFailed as failure:
+        raise diagnosed(failure, list(actual), list(expected), variants, hint, int_close) from None
+
+
+def expect_equal(actual, expected, message: str, details: dict | None = None, *, variants: VariantsArg = None,
+                 hint: HintArg = None):
+    """`actual == expected` (shapes, lists of shapes, names); a variant matches by equality."""
+    if actual != expected:
+        raise diagnosed(CheckFailed(message, details), actual, expected, variants, hint, lambda a, c: a == c)
 
 
 def _expect_int(actual, expected: int, what: str):
