@@ -351,12 +351,12 @@ def expect_parameters(shapes: dict, pinned: dict, label: str, *, keys: KeysArg =
         return
     problems = []
     if seen.extra:
-        problems.append(f"有约定之外的参数 {sorted(seen.extra)}")
+        problems.append(f"有约定之外的参数 {sorted(seen.extra)[:6]}")
     if seen.absent:
-        problems.append(f"缺少参数 {sorted(seen.absent)}")
-    problems += [f"{k} 的形状应该是 {pinned[k]}，你的是 {mine[k]}" for k in pinned if k in seen.wrong_shape]
-    failure = CheckFailed(f"{label} 的参数与约定不一致：{'；'.join(problems)}（约定的参数：{pinned}）",
-                          {"param_shapes": mine})
+        problems.append(f"缺少参数 {sorted(seen.absent)[:6]}")
+    problems += [f"{k} 的形状应该是 {pinned[k]}，你的是 {mine[k]}" for k in pinned if k in seen.wrong_shape][:6]
+    pinned_text = f"（约定的参数：{pinned}）" if len(pinned) <= 6 else ""
+    failure = CheckFailed(f"{label} 的参数与约定不一致：{'；'.join(problems)}{pinned_text}", {"param_shapes": mine})
     raise named(failure, keys_variant(keys, seen))
 
 
