@@ -42,7 +42,7 @@ __all__ = [
     "expect_module_matches", "expect_weights_loaded", "expect_true", "run_reference", "same_values", "causal_mask",
     "FLOAT32_ROUNDING", "expect_float64_precision", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
     "expect_parameters", "attempt", "reference_with", "random_weights", "randn", "randint", "is_number",
-    "close_number", "number_close", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
+    "close_number", "number_close", "values_close", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
 ]
 
 
@@ -92,24 +92,43 @@ def match_variant(actual, expected, variants: VariantsArg, close: Callable[[obje
     A candidate counts only if it is not close to `expected` (a variant that equals the right answer on these
     inputs cannot be told apart) and `actual` is close to it. Exactly one distinct name counted: that variant.
     None, or two different names (the student's value fits two mistakes): None, nothing named on a guess.
-    Several candidates of one name (two ways to write the same mistake) count as one."""
+    Several candidates of one name (two ways to write the same mistake) count as one.
+
+    Two forms for what a value cannot say:
+    - a candidate may be a recogniser, `recognise(actual) -> bool`, for a mistake that is a property and not a
+      value (a dtype not restored, right values in the wrong dtype): it counts when it accepts `actual`, and it
+      must itself be false for the right answer;
+    - a name may be a callable returning the name (or None: not named), for two mistakes with one value that an
+      extra probe tells apart; it is called only when its candidate counted."""
     if variants is None:
         return None
     if callable(variants):
         variants = variants()
     matched = {}
     for variant, candidate in variants:
-        variant = lookup(variant)
-        if variant.name not in matched and not close(expected, candidate) and close(actual, candidate):
+        if callable(candidate):
+            counts = bool(candidate(actual))
+        else:
+            counts = not close(expected, candidate) and close(actual, candidate)
+        if counts and callable(variant):
+            variant = variant()
+        if counts and variant is not None:
+            variant = lookup(variant)
             matched[variant.name] = variant
     return next(iter(matched.values())) if len(matched) == 1 else None
 
 
 def diagnosed(failure: CheckFailed, actual, expected, variants: VariantsArg, hint: HintArg,
-              close: Callable[[object, object], bool], rounding: bool = False) -> CheckFailed:
+              close: Callable[[object, object], bool], rounding: bool = False, evidence=None) -> CheckFailed:
     """`failure` with the matching variant named, else with the localisation `hint` appended (not at `rounding`
-    level: a difference that small says nothing about where an algorithm goes wrong)."""
-    variant = match_variant(actual, expected, variants, close)
+    level: a difference that small says nothing about where an algorithm goes wrong). `evidence`: the (actual,
+    expected) the variants are matched on, when that is more than the one value compared (a tuple, or a callable
+    returning it)."""
+    if evidence is not None:
+        shown, right = evidence() if callable(evidence) else evidence
+    else:
+        shown, right = actual, expected
+    variant = match_variant(shown, right, variants, close)
     if variant is not None:
         return named(failure, variant)
     if hint is None or rounding:
@@ -141,17 +160,30 @@ def at_rounding_level(actual, expected) -> bool:
 
 
 def expect_close(actual, expected: torch.Tensor, tol: Tol, what: str = "输出", *, variants: VariantsArg = None,
-                 hint: HintArg = None, strict: bool = False):
+                 hint: HintArg = None, strict: bool = False, match_tol: Tol | None = None, evidence=None):
     """`actual` is a tensor of the expected shape and dtype, finite, and within tolerance; on failure the mistake
     is named from `variants` or localised by `hint` (see the module's docstring).
 
     A float64 output that misses `tol` only at the level of float32 rounding passes (the algorithm is right; the
-    precision is judged once per part, by expect_float64_precision), unless `strict`."""
+    precision is judged once per part, by expect_float64_precision), unless `strict`.
+
+    `match_tol`: the tolerance by which a variant matches (default `tol`), for variants computed in float64 that
+    a student computes in float32. `evidence`: what the variants are matched on when one comparison is part of a
+    larger answer, `(actual, expected)` or a callable returning it, tuples of tensors matched element by element
+    (both tensors of a returned pair; a function's values at every argument of the check)."""
     try:
         _expect_close(actual, expected, tol, what, strict)
     except CheckFailed as failure:
-        raise diagnosed(failure, actual, expected, variants, hint, lambda a, c: same_values(a, c, tol),
-                        at_rounding_level(actual, expected)) from None
+        raise diagnosed(failure, actual, expected, variants, hint, lambda a, c: values_close(a, c, match_tol or tol),
+                        at_rounding_level(actual, expected), evidence) from None
+
+
+def values_close(actual, candidate, tol: Tol) -> bool:
+    """same_values, element by element for a tuple or list of tensors."""
+    if isinstance(candidate, (tuple, list)):
+        return (isinstance(actual, (tuple, list)) and len(actual) == len(candidate)
+                and all(values_close(a, c, tol) for a, c in zip(actual, candidate)))
+    return same_values(actual, candidate, tol)
 
 
 def _expect_close(actual, expected: torch.Tensor, tol: Tol, what: str, strict: bool):
