@@ -170,3 +170,43 @@ def test_parameter_keys_are_named_by_one_table():
     run = ModuleRun({"W.weight": [3, 2], "W.bias": [3]}, ["W.bias"], [], None, outputs=torch.zeros(1, dtype=torch.float64))
     expect_module_matches(run, {"outputs": torch.zeros(1, dtype=torch.float64)}, F64, "M",
                           keys={"kit_test_extra_bias": has_bias}, unloaded_ok=True)
+
+
+# --- what a value cannot say: recognisers, names that take a probe, evidence --------------------------
+
+
+def test_a_recogniser_names_a_property_and_a_callable_name_is_asked_only_when_its_candidate_matched():
+    right = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    in_float32 = right.float()
+    with pytest.raises(CheckFailed) as dtype:
+        expect_close(in_float32, right, F64,
+                     variants=[("kit_test_negated", -right), ("kit_test_double", lambda a: a.dtype == torch.float32)])
+    assert dtype.value.diagnosis == "kit_test_double"
+    asked = []
+
+    def decided_by_a_probe():
+        asked.append(1)
+        return "kit_test_negated"
+
+    with pytest.raises(CheckFailed) as probe:
+        expect_close(-right, right, F64, variants=[(decided_by_a_probe, -right)])
+    assert probe.value.diagnosis == "kit_test_negated" and asked == [1]
+    with pytest.raises(CheckFailed):
+        expect_close(3 * right, right, F64, variants=[(decided_by_a_probe, -right)])
+    assert asked == [1]  # its candidate did not match: no probe
+    with pytest.raises(CheckFailed) as undecided:
+        expect_close(-right, right, F64, variants=[(lambda: None, -right)])
+    assert undecided.value.diagnosis is None
+
+
+def test_evidence_makes_a_variant_explain_every_value_of_the_answer():
+    right = (torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([3.0, 4.0], dtype=torch.float64))
+    slip = (2 * right[0], 2 * right[1])
+    half_slipped = (2 * right[0], right[1] + 1)  # the first tensor fits the slip, the second does not
+    with pytest.raises(CheckFailed) as both:
+        expect_close(slip[0], right[0], F64, variants=[("kit_test_double", slip)], evidence=(slip, right))
+    assert both.value.diagnosis == "kit_test_double"
+    with pytest.raises(CheckFailed) as one:
+        expect_close(half_slipped[0], right[0], F64, variants=[("kit_test_double", slip)],
+                     evidence=lambda: (half_slipped, right))
+    assert one.value.diagnosis is None
