@@ -42,7 +42,7 @@ __all__ = [
     "expect_module_matches", "expect_weights_loaded", "expect_true", "run_reference", "same_values", "causal_mask",
     "FLOAT32_ROUNDING", "expect_float64_precision", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
     "expect_parameters", "attempt", "reference_with", "random_weights", "randn", "randint", "is_number",
-    "close_number", "number_close", "values_close", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
+    "close_number", "number_close", "values_close", "is_float_tensor", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
 ]
 
 
@@ -233,6 +233,12 @@ def expect_float64_precision(actual, expected: torch.Tensor, what: str = "输出
 
 
 # --- typed and returned numbers -------------------------------------------------------------------------------
+
+
+def is_float_tensor(value, shape=None, finite: bool = True) -> bool:
+    """A floating-point tensor (of `shape` when given; with only finite values unless `finite` is False)."""
+    return (isinstance(value, torch.Tensor) and value.dtype.is_floating_point
+            and (shape is None or tuple(value.shape) == tuple(shape)) and (not finite or bool(torch.isfinite(value).all())))
 
 
 def is_number(value) -> bool:

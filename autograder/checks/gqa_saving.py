@@ -340,13 +340,8 @@ SINGLE_TOKEN_HINT = ("只有一个 token 时注意力权重恒为 1，输出只�
                      "错误在这几步里，与缩放、mask 和 softmax 无关")
 
 
-def module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng, tol):
-    """hint(actual, expected): what the outputs (and one extra probe) say about where the forward goes wrong."""
-    return lambda actual, expected: _module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng,
-                                                         actual, expected, tol)
-
-
-def _module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng, actual, expected, tol):
+def module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng, actual, expected, tol):
+    """What the outputs (and one extra probe) say about where the forward goes wrong."""
     if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape or actual.dtype != expected.dtype \
             or not torch.isfinite(actual).all():
         return None  # expect_close has said what is wrong
@@ -408,7 +403,8 @@ def run_module(student, config: tuple, weights: dict, x, mask=None, *, mask_kind
             return [(name, gqa_variant(weights, x, mask, num_q_heads, num_kv_heads, name)) for name in MODULE_VARIANTS]
 
     expect_module_matches(run, expected, tol, what, variants=variants, keys=key_mistakes(config),
-                          hint=module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng, tol))
+                          hint=lambda actual, expected: module_localisation(
+                              student, config, weights, x, mask, mask_kind, dtype, rng, actual, expected, tol))
 
 
 @check("gqa_module", points=0.5)
@@ -457,7 +453,7 @@ def test_module_float64_precision(student, rng):
     mask = causal_mask(5, torch.float64)
     run = student.module("GroupedQueryAttention", config, state_dict=weights, dtype=torch.float64, method="forward",
                          args=(x, mask))
-    expect_weights_loaded(run, "GroupedQueryAttention")
+    expect_weights_loaded(run, "GroupedQueryAttention", keys=key_mistakes(config))
     with torch.no_grad():
         expected = reference_with(ref.GroupedQueryAttention(*config), weights, torch.float64)(x, mask)
     expect_float64_precision(run.outputs, expected, "GroupedQueryAttention 的输出")

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from autograder.checks import (
     F32, F64, CheckFailed, ParamKeys, attempt, check, expect_module_matches, expect_numbers, expect_parameters,
-    expect_true, expect_weights_loaded, match_variant, module_arg, probe_net_arg, reference_with, run_reference,
+    expect_true, expect_weights_loaded, is_number, match_variant, module_arg, probe_net_arg, reference_with, run_reference,
     same_values,
 )
 from autograder.diagnosis import Variant, catalogue, named
@@ -281,17 +281,13 @@ def key_mistakes(d_model: int, num_layers: int) -> dict:
 
 def stack_hint(student, class_name: str, x: torch.Tensor, state: dict, tol):
     """hint(actual, expected): where the fault is, when a finite output of the right shape and dtype matches nothing
-    catalogued (shape, dtype and NaN are said by the comparison itself)."""
-    def hint(actual, expected) -> str:
-        if not (isinstance(actual, torch.Tensor) and actual.shape == expected.shape and actual.dtype == expected.dtype
-                and bool(torch.isfinite(actual).all())):
-            return ""
-        return localise_stack(student, class_name, x, state, tol)
-    return hint
+    catalogued (shape, dtype and NaN are said by the comparison itself): one probe with a single layer."""
+    return lambda actual, expected: (localise_stack(student, class_name, x, state, tol)
+                                     if is_float_tensor(actual, expected.shape) and actual.dtype == expected.dtype
+                                     else "")
 
 
 def localise_stack(student, class_name: str, x: torch.Tensor, state: dict, tol) -> str:
-    """Where the fault is: one probe with a single layer."""
     one = {k: v for k, v in state.items() if k.startswith(("layers.0.", "norms.0."))}
     y = forward_only(student, class_name, x.shape[-1], 1, x, one)
     if y is None or y.shape != x.shape or not y.dtype.is_floating_point or not torch.isfinite(y).all():
@@ -366,11 +362,6 @@ def as_floats(value):
     return value
 
 
-def _numbers(value) -> bool:
-    return isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                           and math.isfinite(v) for v in value)
-
-
 def grad_truth(weights: dict, weight_grads: list, bias_grads: list, target: torch.Tensor) -> dict:
     """What the catalogued slips of layer_grad_norms need: the layers' weights and gradients, the loss's shape."""
     return {"w": [g.norm().item() for g in weight_grads], "b": [g.norm().item() for g in bias_grads],
@@ -394,7 +385,7 @@ def grad_norm_variants(truth: dict) -> list:
 
 def localise_grad_norms(actual, expected: list) -> str:
     """Honest localisation when no slip matches: every entry off by one common factor is a scaling of the loss."""
-    if not _numbers(actual) or len(actual) != len(expected) or not all(e > 0 for e in expected):
+    if not (isinstance(actual, list) and all(map(is_number, actual))) or len(actual) != len(expected) or not all(e > 0 for e in expected):
         return ""
     ratios = [a / e for a, e in zip(actual, expected)]
     if all(math.isclose(r, ratios[0], rel_tol=1e-6) for r in ratios) and not math.isclose(ratios[0], 1, rel_tol=1e-6):

@@ -26,7 +26,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import (F32_ATTN, F64, CheckFailed, ParamKeys, attempt, causal_mask, check, expect_close,
+from autograder.checks import (F32_ATTN, F64, CheckFailed, attempt, causal_mask, check, expect_close,
                                expect_float64_precision, expect_int, expect_module_matches, expect_parameters,
                                expect_weights_loaded, match_variant, module_arg, number_close, random_weights,
                                randint, reference_with, run_reference)
@@ -183,15 +183,12 @@ def forward_variants(weights: dict, x, mask, num_heads: int) -> dict:
             1: lambda: cache_variants(weights, x, num_heads)}
 
 
-def only_pinned_missing(k: ParamKeys, names) -> bool:
-    return k.load_error is None and not k.wrong_shape and set(k.absent) <= set(names)
-
-
-KEY_MISTAKES = {  # named from the parameter names: extra ones the module has, pinned ones it lacks
-    "linear_bias": lambda k: (bool(k.extra) and only_pinned_missing(k, ()) and all(
+KEY_MISTAKES = {  # named from the parameter names: extra ones the module has, pinned ones it lacks (`absent`)
+    "linear_bias": lambda k: (bool(k.extra) and k.load_error is None and not k.wrong_shape and not k.absent and all(
         n.endswith(".bias") and n.removesuffix(".bias") in PINNED_LINEARS for n in k.extra)),
-    "kept_w_k_w_v": lambda k: (bool(k.extra) and only_pinned_missing(k, ("W_k_up.weight", "W_v_up.weight")) and all(
-        n.split(".")[0] in ("W_k", "W_v") for n in k.extra)),
+    "kept_w_k_w_v": lambda k: (bool(k.extra) and k.load_error is None and not k.wrong_shape
+                               and k.absent <= {"W_k_up.weight", "W_v_up.weight"}
+                               and all(n.split(".")[0] in ("W_k", "W_v") for n in k.extra)),
 }
 
 

@@ -28,7 +28,7 @@ rotation; the relative-position invariance of the score (one extra probe, both p
 import torch
 
 from autograder.checks import (F32, F64, Tol, attempt, check, expect_close, expect_equal, expect_float64_precision,
-                               expect_true, same_values)
+                               expect_true, is_float_tensor, same_values)
 from autograder.diagnosis import PRECISION, Variant, catalogue
 from autograder.probes import describe_value
 from solutions import rope as ref
@@ -109,11 +109,6 @@ def random_theta(rng):
     """theta in [316, 3162]: far from 10000, and theta² far from 10000 too (θ^(-4i/d) = (θ²)^(-2i/d), so an
     exponent doubled would otherwise give the default table)."""
     return round(float(10 ** (2.5 + torch.rand(1, generator=rng, dtype=torch.float64))), 3)
-
-
-def is_float_tensor(t, shape=None) -> bool:
-    return (isinstance(t, torch.Tensor) and t.dtype.is_floating_point and (shape is None or tuple(t.shape) == shape)
-            and bool(torch.isfinite(t).all()))
 
 
 def close(a, b, rtol, atol=None) -> bool:

@@ -21,8 +21,8 @@ import torch.nn.functional as F
 
 from autograder.checks import (
     F32, F64, CheckFailed, attempt, check, expect_close, expect_equal, expect_float64_precision,
-    expect_ints, expect_module_matches, expect_parameters, expect_weights_loaded, randint, random_weights,
-    reference_with, run_reference, same_values,
+    expect_ints, expect_module_matches, expect_parameters, expect_weights_loaded, is_float_tensor, randint,
+    random_weights, reference_with, run_reference, same_values,
 )
 from autograder.diagnosis import PRECISION, Variant, catalogue
 from autograder.probes import describe_value
@@ -104,10 +104,6 @@ VARIANTS = catalogue(
 # --- helpers --------------------------------------------------------------------------------------
 
 
-def _is_float_tensor(value, shape) -> bool:
-    return isinstance(value, torch.Tensor) and value.shape == shape and value.dtype.is_floating_point
-
-
 def _within(actual, expected: torch.Tensor, tol, factor: float = 10.0) -> torch.Tensor:
     """Elementwise: `actual` is finite and within `factor` times `tol` of `expected`."""
     a, e = actual.detach().double(), expected.detach().double()
@@ -141,7 +137,7 @@ def _swish_variants(a: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
 def _swish_hint(a: torch.Tensor, tol):
     """hint(actual, expected): where swish goes wrong: only on large |a|, only on a < 0, only on a > 0."""
     def hint(actual, expected) -> str | None:
-        if not _is_float_tensor(actual, a.shape):
+        if not is_float_tensor(actual, a.shape, finite=False):
             return None
         wrong = ~_within(actual, expected, tol, factor=1.0)
         if not wrong.any():
@@ -299,21 +295,21 @@ def _reference(d_model: int, d_ff: int, state: dict, dtype) -> torch.nn.Module:
 def _forward(student, d_model: int, d_ff: int, state: dict, x: torch.Tensor):
     run = attempt(student.module, "FeedForward_SwiGLU", (d_model, d_ff), state_dict=state, dtype=x.dtype,
                   method="forward", args=(x,))
-    return run.outputs if run is not None and _is_float_tensor(run.outputs, x.shape) else None
+    return run.outputs if run is not None and is_float_tensor(run.outputs, x.shape, finite=False) else None
 
 
 def _module_hint(student, x, state, d_model: int, d_ff: int, tol):
     """hint(outputs, expected): the forward is wrong and no variant matched: which property of the SwiGLU FFN does
     it break?"""
     def hint(outputs, _expected) -> str | None:
-        if not _is_float_tensor(outputs, x.shape) or not torch.isfinite(outputs).all():
+        if not is_float_tensor(outputs, x.shape):
             return None
         outputs = outputs.detach()
         w_gate, w_up, w_down = (state[k] for k in WEIGHTS)
         gate, up = x @ w_gate.T, x @ w_up.T
         # the structure is right, the student's own swish is not
         own = attempt(student.call, "swish", gate)
-        if _is_float_tensor(own, gate.shape) and not _within(own, ref.swish(gate), tol).all() \
+        if is_float_tensor(own, gate.shape, finite=False) and not _within(own, ref.swish(gate), tol).all() \
                 and same_values(outputs, (own.double() * up.double()) @ w_down.double().T, tol):
             return ("FeedForward_SwiGLU 的结构是对的（与用你自己的 swish 按 W_down(swish(W_gate x) * W_up x) "
                     "算出的一致），错在 swish 函数本身：先通过 swish 的检查")
@@ -392,7 +388,7 @@ def test_module_float64_precision(student, rng):
     x = torch.randn(3, 5, d_model, generator=rng, dtype=torch.float64)
     run = student.module("FeedForward_SwiGLU", (d_model, d_ff), state_dict=state, dtype=torch.float64,
                          method="forward", args=(x,))
-    expect_weights_loaded(run, "FeedForward_SwiGLU")
+    expect_weights_loaded(run, "FeedForward_SwiGLU", keys=key_mistakes(d_model))
     with torch.no_grad():
         expected = _reference(d_model, d_ff, state, torch.float64)(x)
     expect_float64_precision(run.outputs, expected, "FeedForward_SwiGLU 的输出")
