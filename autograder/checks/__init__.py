@@ -1,10 +1,11 @@
 """How a check is written: a pytest test with the `check` mark, fixtures, a probe and one expectation.
 
-    @check("rmsnorm_function", points=2)
-    def test_matches_reference(student, x, gamma):
-        \"\"\"rms_norm 的输出与参考实现一致（float64，多个 batch 维）\"\"\"
-        expect_close(student.call("rms_norm", x, gamma), ref.rms_norm(x, gamma), tol=F64,
-                     variants=lambda: formula_variants(x, gamma), hint=output_property)
+    @check("rmsnorm_function", points=1)
+    def test_function_uses_eps_argument(student, small_x64, gamma64):
+        \"\"\"rms_norm 使用传入的 eps（eps = 1e-3，在根号里面）\"\"\"
+        expect_close(student.call("rms_norm", small_x64, gamma64, eps=1e-3), ref.rms_norm(small_x64, gamma64, eps=1e-3),
+                     F64, variants=lambda: formula_variants(small_x64, gamma64, 1e-3),
+                     hint=output_property(small_x64, gamma64, 1e-3, F64))
 
 The fixtures (`student`, `rng`, `hand_inputs`, ...) come from autograder.checks.plugin. The
 docstring's first line tells the student what the check verifies; an expectation that fails
@@ -16,9 +17,11 @@ The diagnosis is an argument of the comparison, never an `except CheckFailed` in
 - `variants`: the catalogued mistakes' results on the same inputs, a list of `(Variant or its name, candidate)`, or
   a callable returning that list (evaluated only when the comparison fails: free when the student is right).
   One matching rule for every comparison (match_variant): a candidate counts only if it differs from the expected
-  value beyond the tolerance (else it cannot be told apart here) and the student's value is within the tolerance
-  of it; exactly one distinct name counted names the mistake; none, or two different names, name nothing (the
-  grader never names a mistake on a guess).
+  value (else it cannot be told apart here) and the student's value equals it, both within the comparison's
+  matching closeness (a tensor: ten times the tolerance, or `match_tol`; a typed number: twice its tolerance; an
+  integer slip: exactly); exactly one distinct name counted names the mistake; none, or two different names, name
+  nothing (the grader never names a mistake on a guess). Recognisers for a property, names decided by a probe:
+  match_variant; a variant that must explain a whole answer (a pair, the values at every argument): `evidence`.
 - `hint`: a localisation, a str or a callable `hint(actual, expected) -> str | None`, appended only when no
   variant matched and never when the difference is at float32 rounding level (that is the precision, judged once
   per part by expect_float64_precision).
