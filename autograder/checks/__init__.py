@@ -246,7 +246,8 @@ def is_float_tensor(value, shape=None, finite: bool = True) -> bool:
 
 def is_number(value) -> bool:
     """A finite real number (bool is not one)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and (isinstance(value, int)
+                                                                                or math.isfinite(value))
 
 
 def close_number(value, target, rel: float) -> bool:
@@ -254,7 +255,10 @@ def close_number(value, target, rel: float) -> bool:
     if isinstance(target, (list, tuple)):
         return (isinstance(value, (list, tuple)) and len(value) == len(target)
                 and all(close_number(v, t, rel) for v, t in zip(value, target)))
-    return is_number(value) and abs(value - target) <= rel * max(abs(target), 1e-300)
+    try:
+        return is_number(value) and abs(value - target) <= rel * max(abs(target), 1e-300)
+    except OverflowError:  # an int too large for a float: not any slip's number
+        return False
 
 
 def number_close(rel: float = HAND):
