@@ -210,3 +210,13 @@ def test_evidence_makes_a_variant_explain_every_value_of_the_answer():
         expect_close(half_slipped[0], right[0], F64, variants=[("kit_test_double", slip)],
                      evidence=lambda: (half_slipped, right))
     assert one.value.diagnosis is None
+
+
+@pytest.mark.parametrize("assignment_id", ASSIGNMENTS)
+def test_every_catalogued_mistake_has_a_short_chinese_title(assignment_id):
+    """Reports and the summary head a mistake with its title: written for it, not cut out of the explanation."""
+    from autograder.diagnosis import variants_of
+
+    for name, variant in variants_of(assignment_id).items():
+        assert variant.title and len(variant.title) <= 30, name
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in variant.title), name
