@@ -5,7 +5,7 @@ machinery around it.
     python benchmarks/check_modules.py            # this checkout
     python benchmarks/check_modules.py OTHER_DIR  # another checkout (e.g. an older commit, git worktree add)
 
-It reads autograder/checks/<id>.py (before the rename: test_<id>.py) beside __init__.py and plugin.py.
+It reads autograder/checks/<id>.py (before the rename: test_<id>.py) for each assignments/<id>/.
 """
 
 import ast
@@ -28,7 +28,9 @@ def count(path: Path) -> dict:
 
 def main(root: Path) -> None:
     folder = root / "autograder" / "checks"
-    modules = sorted(p for p in folder.glob("*.py") if p.name not in ("__init__.py", "plugin.py"))
+    # the assignments' own modules (checks/ also holds the kit, the plugin, probes and diagnosis)
+    ids = {d.name for d in (root / "assignments").iterdir() if (d / f"{d.name}.ipynb").is_file()}
+    modules = sorted(p for p in folder.glob("*.py") if p.stem in ids or p.stem.removeprefix("test_") in ids)
     print(f"{'module':<26} {'lines':>6} {'checks':>7} {'check lines':>12} {'helpers':>8} {'helper lines':>13} "
           f"{'except CheckFailed':>19}")
     totals = dict.fromkeys(("lines", "checks", "check_lines", "helpers", "helper_lines", "except_checkfailed"), 0)

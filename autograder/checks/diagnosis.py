@@ -104,11 +104,28 @@ def family(*names: str) -> list[Variant]:
     return [FAMILIES[name] for name in names]
 
 
+# every catalogued variant by name: names are unique across assignments (a shared mistake is one Variant), so the
+# kit can take a variant by its name (autograder.checks: variants=[("no_sqrt", candidate), ...])
+_KNOWN: dict[str, Variant] = {}
+
+
 def catalogue(*variants: Variant) -> dict[str, Variant]:
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate variant names in {names}")
+    for v in variants:
+        if _KNOWN.setdefault(v.name, v) != v:
+            raise ValueError(f"variant {v.name!r} is catalogued twice with different texts")
     return {v.name: v for v in variants}
+
+
+def lookup(variant: "Variant | str") -> Variant:
+    """A variant given by itself or by its catalogued name."""
+    if isinstance(variant, Variant):
+        return variant
+    if variant not in _KNOWN:
+        raise KeyError(f"no catalogued variant is named {variant!r}")
+    return _KNOWN[variant]
 
 
 def named(failure: CheckFailed, variant: Variant | None) -> CheckFailed:

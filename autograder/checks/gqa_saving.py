@@ -20,23 +20,11 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import (
-    F32_ATTN,
-    F64,
-    HAND,
-    CheckFailed,
-    causal_mask,
-    check,
-    expect_close,
-    expect_int,
-    expect_float64_precision,
-    expect_module_matches,
-    expect_number,
-    expect_true,
-    expect_weights_loaded,
-    run_reference,
-    same_values,
+    F32_ATTN, F64, ParamKeys, attempt, causal_mask, check, expect_close, expect_float64_precision, expect_int,
+    expect_module_matches, expect_number, expect_parameters, expect_true, expect_weights_loaded, is_number,
+    match_variant, number_close, random_weights, randint, reference_with, run_reference, same_values,
 )
-from autograder.checks.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family, named
+from autograder.checks.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family
 from autograder.checks.probes import describe_value
 from solutions import gqa_saving as ref
 from solutions.student_params import student_answers, student_params
@@ -49,22 +37,28 @@ VARIANTS = catalogue(
     PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # the hand computation and kv_cache_bytes
     Variant("percent_not_fraction", "你的 saving_ratio 与「写成了百分数」一致：应填 0 到 1 之间的小数"
-                                    "（省了一半填 0.5，不填 50）"),
+                                    "（省了一半填 0.5，不填 50）",
+            title="写成了百分数"),
     Variant("forgot_one_minus", "你的 saving_ratio 与 gqa_kv_bytes / mha_kv_bytes 一致，那是 GQA 还剩下的比例："
-                                "题目要的是省下的比例，即 1 − gqa_kv_bytes / mha_kv_bytes"),
+                                "题目要的是省下的比例，即 1 − gqa_kv_bytes / mha_kv_bytes",
+            title="漏了 1 −"),
     Variant("factor_not_ratio", "你的 saving_ratio 与 mha_kv_bytes / gqa_kv_bytes（KV Cache 缩小的倍数）一致："
-                                "题目要的是省下的比例 1 − gqa_kv_bytes / mha_kv_bytes，是 0 到 1 之间的小数"),
+                                "题目要的是省下的比例 1 − gqa_kv_bytes / mha_kv_bytes，是 0 到 1 之间的小数",
+            title="算成了缩小的倍数"),
     # repeat_kv and the module
     Variant("mod_mapping",
             "你的结果与「第 h 个 Q 头用第 h % num_kv_heads 个 KV 头」的配对一致（本章 §7.1 的代码把新维度插在 KV 头维"
             "前面再 expand，用 x.repeat 整体平铺也是这样）。这也是一种合法的分组，但本作业固定 LLaMA / PyTorch"
             "（enable_gqa=True）的约定：每个 KV 头连续重复 n_rep 次，第 h 个 Q 头用第 h // n_rep 个 KV 头（新维度插在 "
             "KV 头维后面再 expand，或用 repeat_interleave）；按名字加载的权重只有在这种配对下才算得对",
-            convention=True),
+            convention=True,
+            title="KV 头配对用了 h % num_kv_heads"),
     Variant("repeat_wrong_dim", "你的结果与「在序列维（第 1 维）而不是 KV 头维（第 2 维）上重复」一致：输入是 "
-                                "[B, S, num_kv_heads, head_dim]，要在第 2 维上把每个 KV 头连续重复 n_rep 次"),
+                                "[B, S, num_kv_heads, head_dim]，要在第 2 维上把每个 KV 头连续重复 n_rep 次",
+            title="在序列维上重复"),
     Variant("always_causal", "你的结果与「不管传入什么 mask，都加因果掩码」一致：forward 只应使用传入的 mask 参数，"
-                             "mask=None 时不加任何掩码，不要在 forward 里自己构造因果掩码"),
+                             "mask=None 时不加任何掩码，不要在 forward 里自己构造因果掩码",
+            title="总是加因果掩码"),
 )
 
 MODULE_VARIANTS = ("mod_mapping", "no_scale", "scale_d_model", "mask_ignored", "mask_multiplied", "always_causal",
@@ -112,34 +106,6 @@ def repeat_kv_variant(x, n_rep: int, variant: str):
     raise ValueError(variant)
 
 
-def matching_variant(actual, expected, tol, candidates: dict) -> Variant | None:
-    """The first catalogued variant whose values `actual` has (and the reference has not)."""
-    for name, value in candidates.items():
-        if not same_values(expected, value, tol) and same_values(actual, value, tol):
-            return VARIANTS[name]
-    return None
-
-
-def with_hint(failure: CheckFailed, hint: str | None) -> CheckFailed:
-    """`failure` with a localisation (no mistake named) appended."""
-    if not hint:
-        return failure
-    return CheckFailed(f"{failure.message}。{hint}", failure.details)
-
-
-def expect_number_diagnosed(actual, expected, what: str, slips: dict, integer: bool = False):
-    """A typed answer (or a returned number); on failure, name the catalogued slip that gives `actual`."""
-    try:
-        (expect_int if integer else expect_number)(actual, expected, what)
-    except CheckFailed as failure:
-        match = None
-        if isinstance(actual, (int, float)) and not isinstance(actual, bool) and math.isfinite(actual):
-            match = next((VARIANTS[name] for name, value in slips.items()
-                          if abs(value - expected) > HAND * abs(expected)
-                          and abs(actual - value) <= HAND * max(abs(value), 1e-12)), None)
-        raise named(failure, match) from None
-
-
 # --- gqa_hand ---------------------------------------------------------------------------------------
 
 
@@ -161,29 +127,30 @@ def slips(student_id):
     return hand_slips(student_params("gqa_saving", student_id))
 
 
-def slips_of(slips: dict, answer: str) -> dict:
-    return {name: values[answer] for name, values in slips.items() if answer in values}
+def slips_of(slips: dict, answer: str) -> list:
+    """(slip name, what it gives for `answer`)."""
+    return [(name, values[answer]) for name, values in slips.items() if answer in values]
 
 
 @check("gqa_hand", points=1)
 def test_hand_mha_kv_bytes(student, answers, slips):
     """mha_kv_bytes（MHA 一层 KV Cache 的字节数）与按你的学号算出的答案一致"""
-    expect_number_diagnosed(student.variable("mha_kv_bytes"), answers["mha_kv_bytes"], "mha_kv_bytes",
-                            slips_of(slips, "mha_kv_bytes"), integer=True)
+    expect_int(student.variable("mha_kv_bytes"), answers["mha_kv_bytes"], "mha_kv_bytes",
+               variants=slips_of(slips, "mha_kv_bytes"))
 
 
 @check("gqa_hand", points=1)
 def test_hand_gqa_kv_bytes(student, answers, slips):
     """gqa_kv_bytes（GQA 一层 KV Cache 的字节数）与按你的学号算出的答案一致"""
-    expect_number_diagnosed(student.variable("gqa_kv_bytes"), answers["gqa_kv_bytes"], "gqa_kv_bytes",
-                            slips_of(slips, "gqa_kv_bytes"), integer=True)
+    expect_int(student.variable("gqa_kv_bytes"), answers["gqa_kv_bytes"], "gqa_kv_bytes",
+               variants=slips_of(slips, "gqa_kv_bytes"))
 
 
 @check("gqa_hand", points=1)
 def test_hand_saving_ratio(student, answers, slips):
     """saving_ratio（GQA 省下的比例，0 到 1 的小数）与按你的学号算出的答案一致（4 位有效数字）"""
-    expect_number_diagnosed(student.variable("saving_ratio"), answers["saving_ratio"], "saving_ratio",
-                            slips_of(slips, "saving_ratio"))
+    expect_number(student.variable("saving_ratio"), answers["saving_ratio"], "saving_ratio",
+                  variants=slips_of(slips, "saving_ratio"))
 
 
 # --- kv_cache_bytes ---------------------------------------------------------------------------------
@@ -193,40 +160,36 @@ KV_ARGS = ("batch", "seq_len", "num_kv_heads", "head_dim")
 
 def random_config(rng) -> tuple[int, int, int, int]:
     """(batch, seq_len, num_kv_heads, head_dim), none of them 1 or 2 (so that no factor hides another)."""
-    pick = lambda low, high: int(torch.randint(low, high, (1,), generator=rng))  # noqa: E731
-    return pick(3, 17), pick(100, 9000), pick(3, 17), 16 * pick(3, 9)
+    return randint(rng, 3, 17), randint(rng, 100, 9000), randint(rng, 3, 17), 16 * randint(rng, 3, 9)
 
 
-def kv_bytes_slips(b, s, h, d, bpe=2, layers=1) -> dict:
+def kv_bytes_slips(b, s, h, d, bpe=2, layers=1) -> list:
     right = ref.kv_cache_bytes(b, s, h, d, bpe, layers)
-    return {"k_only": right / 2, "fp32_bytes": right * 2, "bits_not_bytes": right * 8,
-            "mib_not_bytes": right / 1024**2, "mb_not_bytes": right / 1e6,
-            "ignores_num_layers": right / layers, "ignores_bytes_per_element": right * 2 / bpe}
+    return [("k_only", right / 2), ("fp32_bytes", right * 2), ("bits_not_bytes", right * 8),
+            ("mib_not_bytes", right / 1024**2), ("mb_not_bytes", right / 1e6),
+            ("ignores_num_layers", right / layers), ("ignores_bytes_per_element", right * 2 / bpe)]
 
 
-def is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def kv_bytes_localisation(student, config: tuple, value) -> str | None:
-    """With no slip matched: which arguments the result is not proportional to (one probe per argument)."""
-    if not is_number(value) or value <= 0:
-        return None
-    not_proportional = []
-    for i, name in enumerate(KV_ARGS):
-        doubled = list(config)
-        doubled[i] *= 2
-        try:
-            result = student.call("kv_cache_bytes", *doubled)
-        except CheckFailed:
+def kv_bytes_localisation(student, config: tuple):
+    """hint(value, expected): which arguments the result is not proportional to (one probe per argument)."""
+    def hint(value, expected) -> str | None:
+        if not is_number(value) or value <= 0:
             return None
-        if not is_number(result) or abs(result - 2 * value) > 1e-9 * abs(value):
-            not_proportional.append(name)
-    if not_proportional:
-        return (f"参数 {', '.join(not_proportional)} 翻倍时，你的结果没有跟着翻倍：KV Cache 与 batch、seq_len、"
-                "num_kv_heads、head_dim 都成正比，检查这些参数是否都乘进去了，且各乘一次")
-    return ("你的结果与 batch、seq_len、num_kv_heads、head_dim 都成正比，但常数因子不对："
-            "检查 K 和 V 的因子 2，以及每个元素的字节数 bytes_per_element（默认 2）")
+        not_proportional = []
+        for i, name in enumerate(KV_ARGS):
+            doubled = list(config)
+            doubled[i] *= 2
+            result = attempt(student.call, "kv_cache_bytes", *doubled)
+            if result is None:
+                return None
+            if not is_number(result) or abs(result - 2 * value) > 1e-9 * abs(value):
+                not_proportional.append(name)
+        if not_proportional:
+            return (f"参数 {', '.join(not_proportional)} 翻倍时，你的结果没有跟着翻倍：KV Cache 与 batch、seq_len、"
+                    "num_kv_heads、head_dim 都成正比，检查这些参数是否都乘进去了，且各乘一次")
+        return ("你的结果与 batch、seq_len、num_kv_heads、head_dim 都成正比，但常数因子不对："
+                "检查 K 和 V 的因子 2，以及每个元素的字节数 bytes_per_element（默认 2）")
+    return hint
 
 
 @check("kv_cache_bytes", points=1)
@@ -234,14 +197,8 @@ def test_kv_cache_bytes_fp16_one_layer(student, rng):
     """kv_cache_bytes 在默认参数（FP16、一层）下，对几组不同的配置都给出正确的字节数"""
     for _ in range(4):
         config = random_config(rng)
-        value = student.call("kv_cache_bytes", *config)
-        try:
-            expect_number_diagnosed(value, ref.kv_cache_bytes(*config), "kv_cache_bytes(...)",
-                                    kv_bytes_slips(*config), integer=True)
-        except CheckFailed as failure:
-            if failure.diagnosis is None:
-                raise with_hint(failure, kv_bytes_localisation(student, config, value)) from None
-            raise
+        expect_int(student.call("kv_cache_bytes", *config), ref.kv_cache_bytes(*config), "kv_cache_bytes(...)",
+                   variants=kv_bytes_slips(*config), hint=kv_bytes_localisation(student, config))
 
 
 @check("kv_cache_bytes", points=0.5)
@@ -261,15 +218,13 @@ def test_kv_cache_bytes_uses_dtype_and_layers(student, rng):
         ratio, want = value / base, bpe * layers / 2
         if abs(ratio - want) <= 1e-9 * want:
             continue
-        if (bpe, layers) == (2, 1):
-            raise CheckFailed("显式传入 bytes_per_element=2, num_layers=1 与不传时结果不同：默认值应该是 "
-                              "bytes_per_element=2, num_layers=1")
-        if abs(ratio - bpe / 2) <= 1e-9 * want:
-            raise named(CheckFailed("改变 num_layers 时结果没有按比例变化"), VARIANTS["ignores_num_layers"])
-        if abs(ratio - layers) <= 1e-9 * want:
-            raise named(CheckFailed("改变 bytes_per_element 时结果没有按比例变化"),
-                        VARIANTS["ignores_bytes_per_element"])
-        raise CheckFailed("结果没有与 bytes_per_element × num_layers 成正比：检查这两个参数是否都乘进去了")
+        expect_true((bpe, layers) != (2, 1), "显式传入 bytes_per_element=2, num_layers=1 与不传时结果不同：默认值应该是 "
+                                             "bytes_per_element=2, num_layers=1")
+        expect_true(abs(ratio - bpe / 2) > 1e-9 * want, "改变 num_layers 时结果没有按比例变化",
+                    diagnosis="ignores_num_layers")
+        expect_true(abs(ratio - layers) > 1e-9 * want, "改变 bytes_per_element 时结果没有按比例变化",
+                    diagnosis="ignores_bytes_per_element")
+        expect_true(False, "结果没有与 bytes_per_element × num_layers 成正比：检查这两个参数是否都乘进去了")
 
 
 @check("kv_cache_bytes", points=0.5)
@@ -280,21 +235,16 @@ def test_kv_cache_bytes_returns_int(student, rng):
     value = student.call("kv_cache_bytes", *args)
     if type(value) is int:
         return
-    failure = CheckFailed(f"kv_cache_bytes 应该返回 Python int，你的返回了 {describe_value(value)}"
-                          "（用 / 会得到 float；字节数请用整数运算）", {"type": describe_value(value)})
-    match = None
-    if is_number(value):
-        expected = ref.kv_cache_bytes(*args)
-        match = next((VARIANTS[name] for name, slip in kv_bytes_slips(*args).items()
-                      if abs(slip - expected) > HAND * expected and abs(value - slip) <= HAND * abs(slip)), None)
-    raise named(failure, match)
+    expect_true(False, f"kv_cache_bytes 应该返回 Python int，你的返回了 {describe_value(value)}"
+                       "（用 / 会得到 float；字节数请用整数运算）", {"type": describe_value(value)},
+                diagnosis=match_variant(value, ref.kv_cache_bytes(*args), kv_bytes_slips(*args), number_close()))
 
 
 # --- repeat_kv --------------------------------------------------------------------------------------
 
 
 def repeat_kv_localisation(actual, x, n_rep: int) -> str | None:
-    """With no variant matched and the shape right: does the output only copy KV heads, and how often each?"""
+    """With the shape right: does the output only copy KV heads, and how often each?"""
     if not isinstance(actual, torch.Tensor) or actual.shape != (*x.shape[:2], x.shape[2] * n_rep, x.shape[3]):
         return None
     if not actual.dtype.is_floating_point or not torch.isfinite(actual).all():
@@ -313,16 +263,9 @@ def repeat_kv_localisation(actual, x, n_rep: int) -> str | None:
 
 
 def expect_repeat_kv(student, x, n_rep: int, tol):
-    actual = student.call("repeat_kv", x, n_rep)
-    expected = ref.repeat_kv(x, n_rep)
-    try:
-        expect_close(actual, expected, tol)
-    except CheckFailed as failure:
-        variants = {name: repeat_kv_variant(x, n_rep, name) for name in ("mod_mapping", "repeat_wrong_dim")}
-        match = matching_variant(actual, expected, tol, variants)
-        if match is None:
-            raise with_hint(failure, repeat_kv_localisation(actual, x, n_rep)) from None
-        raise named(failure, match) from None
+    expect_close(student.call("repeat_kv", x, n_rep), ref.repeat_kv(x, n_rep), tol,
+                 variants=lambda: [(name, repeat_kv_variant(x, n_rep, name)) for name in ("mod_mapping", "repeat_wrong_dim")],
+                 hint=lambda actual, expected: repeat_kv_localisation(actual, x, n_rep))
 
 
 @check("repeat_kv", points=1)
@@ -352,28 +295,32 @@ def pinned_shapes(d_model: int, num_q_heads: int, num_kv_heads: int) -> dict[str
             "W_v.weight": [num_kv_heads * d_head, d_model], "W_o.weight": [d_model, num_q_heads * d_head]}
 
 
-def parameters_diagnosis(param_shapes: dict, config: tuple) -> Variant | None:
-    """A catalogued mistake seen in the module's parameters: extra biases, or K/V projections sized for num_q_heads."""
-    want = pinned_shapes(*config)
-    mine = {name: list(shape) for name, shape in param_shapes.items()}
-    if any(mine.get(name) != shape for name, shape in want.items() if name not in ("W_k.weight", "W_v.weight")):
-        return None
-    extra = set(mine) - set(want)
-    if extra and all(n.endswith(".bias") and n.removesuffix(".bias") + ".weight" in want for n in extra) \
-            and all(mine[n] == want[n] for n in want):
-        return VARIANTS["linear_bias"]
+def key_mistakes(config: tuple) -> dict:
+    """The parameter mistakes, recognised from the module's parameter names and shapes: extra biases, or K/V
+    projections sized for num_q_heads."""
     d_model, num_q_heads, num_kv_heads = config
+    want = pinned_shapes(*config)
     full = [num_q_heads * (d_model // num_q_heads), d_model]
-    wrong = [n for n in ("W_k.weight", "W_v.weight") if mine.get(n) != want[n]]
-    if not extra and num_kv_heads != num_q_heads and wrong and all(mine.get(n) == full for n in wrong):
-        return VARIANTS["q_heads_for_kv"]
-    return None
+
+    def others_right(k: ParamKeys) -> bool:
+        return all(k.shapes.get(n) == shape for n, shape in want.items() if n not in ("W_k.weight", "W_v.weight"))
+
+    def linear_bias(k: ParamKeys) -> bool:
+        extra = set(k.shapes) - set(want)
+        return (bool(extra) and all(n.endswith(".bias") and n.removesuffix(".bias") + ".weight" in want for n in extra)
+                and all(k.shapes.get(n) == shape for n, shape in want.items()))
+
+    def q_heads_for_kv(k: ParamKeys) -> bool:
+        wrong = [n for n in ("W_k.weight", "W_v.weight") if k.shapes.get(n) != want[n]]
+        return (others_right(k) and not set(k.shapes) - set(want) and num_kv_heads != num_q_heads and bool(wrong)
+                and all(k.shapes.get(n) == full for n in wrong))
+
+    return {"linear_bias": linear_bias, "q_heads_for_kv": q_heads_for_kv}
 
 
-def random_weights(rng, d_model: int, num_q_heads: int, num_kv_heads: int, dtype) -> dict:
+def gqa_weights(rng, config: tuple, dtype) -> dict:
     """Weights by the pinned names, N(0, 1.5² / fan_in): attention scores of order 1, far from uniform."""
-    return {name: (1.5 / math.sqrt(shape[1])) * torch.randn(shape, generator=rng, dtype=torch.float64).to(dtype)
-            for name, shape in pinned_shapes(d_model, num_q_heads, num_kv_heads).items()}
+    return random_weights(rng, pinned_shapes(*config), dtype, gain=1.5)
 
 
 def random_mask(rng, S: int, dtype) -> torch.Tensor:
@@ -383,7 +330,7 @@ def random_mask(rng, S: int, dtype) -> torch.Tensor:
     blocked[0, S - 1] = blocked[S - 1, 0] = True
     for i in range(S):
         if blocked[i].all():
-            blocked[i, int(torch.randint(0, S, (1,), generator=rng))] = False
+            blocked[i, randint(rng, 0, S)] = False
     mask = torch.zeros(S, S, dtype=dtype)
     mask[blocked] = float("-inf")
     return mask
@@ -393,8 +340,8 @@ SINGLE_TOKEN_HINT = ("只有一个 token 时注意力权重恒为 1，输出只�
                      "错误在这几步里，与缩放、mask 和 softmax 无关")
 
 
-def module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng, actual, expected, tol) -> str | None:
-    """With no variant matched and the forward wrong: what the outputs (and one extra probe) say about where."""
+def module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng, actual, expected, tol):
+    """What the outputs (and one extra probe) say about where the forward goes wrong."""
     if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape or actual.dtype != expected.dtype \
             or not torch.isfinite(actual).all():
         return None  # expect_close has said what is wrong
@@ -405,10 +352,9 @@ def module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng
     hints = []
 
     def probe(args, kwargs=None):
-        try:
-            run = student.module("GroupedQueryAttention", config, state_dict=weights, dtype=dtype, method="forward",
-                                 args=args, kwargs=kwargs or {})
-        except CheckFailed:
+        run = attempt(student.module, "GroupedQueryAttention", config, state_dict=weights, dtype=dtype,
+                      method="forward", args=args, kwargs=kwargs or {})
+        if run is None:
             return None
         return run.outputs if isinstance(run.outputs, torch.Tensor) and run.outputs.shape == actual.shape else None
 
@@ -446,30 +392,19 @@ def run_module(student, config: tuple, weights: dict, x, mask=None, *, mask_kind
             kwargs = {"mask": mask}
         else:
             args = (x, mask)
-    reference = ref.GroupedQueryAttention(*config).to(dtype)
-    reference.load_state_dict(weights)
-    expected = run_reference(reference, args, kwargs, grad_outputs=[grad], requires_grad=[0])
+    expected = run_reference(reference_with(ref.GroupedQueryAttention(*config), weights, dtype), args, kwargs,
+                             grad_outputs=[grad], requires_grad=[0])
     run = student.module("GroupedQueryAttention", config, state_dict=weights, dtype=dtype, method="forward",
                          args=args, kwargs=kwargs, grad_outputs=[grad], requires_grad=[0])
     tol = F64 if dtype == torch.float64 else F32_ATTN
-    try:
-        expect_module_matches(run, expected, tol, what)
-    except CheckFailed as failure:
-        if run.load_error or run.missing_keys or run.unexpected_keys:
-            raise named(failure, parameters_diagnosis(run.param_shapes, config)) from None
-        if failure.details.get("forward_correct"):
-            raise
-        match = None
-        if isinstance(run.outputs, torch.Tensor):
-            with torch.no_grad():
-                candidates = {name: gqa_variant(weights, x, mask, num_q_heads, num_kv_heads, name)
-                              for name in MODULE_VARIANTS}
-            match = matching_variant(run.outputs, expected["outputs"], tol, candidates)
-        if match is None:
-            hint = module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng, run.outputs,
-                                       expected["outputs"], tol)
-            raise with_hint(failure, hint) from None
-        raise named(failure, match) from None
+
+    def variants():
+        with torch.no_grad():
+            return [(name, gqa_variant(weights, x, mask, num_q_heads, num_kv_heads, name)) for name in MODULE_VARIANTS]
+
+    expect_module_matches(run, expected, tol, what, variants=variants, keys=key_mistakes(config),
+                          hint=lambda actual, expected: module_localisation(
+                              student, config, weights, x, mask, mask_kind, dtype, rng, actual, expected, tol))
 
 
 @check("gqa_module", points=0.5)
@@ -478,17 +413,14 @@ def test_module_parameters(student):
     config = (40, 4, 2)
     want = pinned_shapes(*config)
     run = student.module("GroupedQueryAttention", config, return_state=True)
-    if run.param_shapes != want:
-        failure = CheckFailed(f"GroupedQueryAttention{config} 的参数应该是 {want}，你的是 {run.param_shapes}",
-                              {"param_shapes": run.param_shapes})
-        raise named(failure, parameters_diagnosis(run.param_shapes, config))
+    expect_parameters(run.param_shapes, want, f"GroupedQueryAttention{config}", keys=key_mistakes(config))
 
 
 @check("gqa_module", points=0.5)
 def test_module_single_token(student, rng):
     """只有一个 token 时（注意力权重恒为 1）输出和梯度正确：Q/K/V 投影、KV 头配对、合并头和 W_o（float64）"""
     config = (72, 6, 2)
-    weights = random_weights(rng, *config, torch.float64)
+    weights = gqa_weights(rng, config, torch.float64)
     x = torch.randn(3, 1, 72, generator=rng, dtype=torch.float64)
     run_module(student, config, weights, x, dtype=torch.float64, rng=rng)
 
@@ -497,7 +429,7 @@ def test_module_single_token(student, rng):
 def test_module_no_mask_float32(student, rng):
     """不传 mask（默认 None）时，float32 的 forward、输入梯度和参数梯度都与参考实现一致"""
     config = (96, 8, 2)
-    weights = random_weights(rng, *config, torch.float32)
+    weights = gqa_weights(rng, config, torch.float32)
     x = torch.randn(2, 6, 96, generator=rng)
     run_module(student, config, weights, x, dtype=torch.float32, rng=rng)
 
@@ -506,7 +438,7 @@ def test_module_no_mask_float32(student, rng):
 def test_module_causal_float64(student, rng):
     """加因果掩码时，float64 的 forward、输入梯度和参数梯度都与参考实现一致（batch 各行不同）"""
     config = (72, 6, 2)
-    weights = random_weights(rng, *config, torch.float64)
+    weights = gqa_weights(rng, config, torch.float64)
     x = torch.randn(3, 5, 72, generator=rng, dtype=torch.float64)
     run_module(student, config, weights, x, causal_mask(5, torch.float64), mask_kind="causal",
                dtype=torch.float64, rng=rng)
@@ -516,16 +448,14 @@ def test_module_causal_float64(student, rng):
 def test_module_float64_precision(student, rng):
     """加因果掩码时，float64 的输入全程用 float64 计算：forward 与参考实现一致到 float64 的精度"""
     config = (72, 6, 2)
-    weights = random_weights(rng, *config, torch.float64)
+    weights = gqa_weights(rng, config, torch.float64)
     x = torch.randn(3, 5, 72, generator=rng, dtype=torch.float64)
     mask = causal_mask(5, torch.float64)
-    reference = ref.GroupedQueryAttention(*config).double()
-    reference.load_state_dict(weights)
     run = student.module("GroupedQueryAttention", config, state_dict=weights, dtype=torch.float64, method="forward",
                          args=(x, mask))
-    expect_weights_loaded(run, "GroupedQueryAttention")
+    expect_weights_loaded(run, "GroupedQueryAttention", keys=key_mistakes(config))
     with torch.no_grad():
-        expected = reference(x, mask)
+        expected = reference_with(ref.GroupedQueryAttention(*config), weights, torch.float64)(x, mask)
     expect_float64_precision(run.outputs, expected, "GroupedQueryAttention 的输出")
 
 
@@ -533,7 +463,7 @@ def test_module_float64_precision(student, rng):
 def test_module_random_mask_float64(student, rng):
     """任意（非因果）的加性 0/-inf 掩码按关键字 mask= 传入时，forward 和各个梯度都与参考实现一致（float64）"""
     config = (60, 6, 3)
-    weights = random_weights(rng, *config, torch.float64)
+    weights = gqa_weights(rng, config, torch.float64)
     x = torch.randn(2, 7, 60, generator=rng, dtype=torch.float64)
     run_module(student, config, weights, x, random_mask(rng, 7, torch.float64), mask_kind="random",
                mask_by_keyword=True, dtype=torch.float64, rng=rng)
@@ -543,6 +473,6 @@ def test_module_random_mask_float64(student, rng):
 def test_module_mha_and_mqa(student, rng):
     """num_kv_heads == num_q_heads（即 MHA）和 num_kv_heads == 1（即 MQA）时也与参考实现一致（float64）"""
     for config in [(40, 4, 4), (40, 4, 1)]:
-        weights = random_weights(rng, *config, torch.float64)
+        weights = gqa_weights(rng, config, torch.float64)
         x = torch.randn(2, 3, 40, generator=rng, dtype=torch.float64)
         run_module(student, config, weights, x, dtype=torch.float64, rng=rng)

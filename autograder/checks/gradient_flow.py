@@ -21,8 +21,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from autograder.checks import (
-    F32, F64, CheckFailed, check, expect_module_matches, expect_numbers, expect_true, module_arg,
-    probe_net_arg, run_reference, same_values,
+    F32, F64, CheckFailed, ParamKeys, attempt, check, expect_module_matches, expect_numbers, expect_parameters,
+    expect_true, expect_weights_loaded, is_number, match_variant, module_arg, probe_net_arg, reference_with, run_reference,
+    same_values,
 )
 from autograder.checks.diagnosis import Variant, catalogue, named
 from autograder.checks.probes import describe_value
@@ -40,69 +41,91 @@ VARIANTS = catalogue(
     Variant("choice_norm_after_sublayer",
             "你选的选项说 Pre-Norm 把 Norm 放在子层之后：这把两种结构弄反了（本章作业 3 原题的定义也写反了）。"
             "Norm 在子层和残差相加之后的是 Post-Norm：x = Norm(x + F(x))；Pre-Norm 是 x + F(Norm(x))，Norm 在子层之前，"
-            "只在分支上。想一想梯度沿残差路径从深层传回浅层时，两种结构里各要经过什么"),
+            "只在分支上。想一想梯度沿残差路径从深层传回浅层时，两种结构里各要经过什么",
+            title="选项：Pre-Norm 的 Norm 在子层之后"),
     Variant("choice_postnorm_no_residual",
             "你选的选项说 Post-Norm 没有残差连接：它有，x = Norm(x + F(x))，子层的输出先与 x 相加再做 Norm。"
-            "两种结构都有残差，区别在于 Norm 相对残差路径放在哪里"),
+            "两种结构都有残差，区别在于 Norm 相对残差路径放在哪里",
+            title="选项：Post-Norm 没有残差"),
     Variant("choice_fewer_params",
             "你选的选项说 Pre-Norm 的参数更少：两种结构的参数完全相同（每层一个 Linear、一个 LayerNorm，本作业两个类的"
-            "参数名和形状都一样），只是 Norm 的位置不同，所以参数量解释不了梯度的差别"),
+            "参数名和形状都一样），只是 Norm 的位置不同，所以参数量解释不了梯度的差别",
+            title="选项：Pre-Norm 参数更少"),
     # --- PostNormStack / PreNormStack -------------------------------------------------------------------------
     Variant("pre_post_swapped",
             f"你的这个类算的是另一种结构：Post-Norm 是 x = {POST}（先相加，再 Norm），Pre-Norm 是 x = {PRE}"
-            "（先 Norm，再进子层，最后加回 x 本身）。两个类是不是写反了，或者复制后忘了改？"),
+            "（先 Norm，再进子层，最后加回 x 本身）。两个类是不是写反了，或者复制后忘了改？",
+            title="Pre-Norm 与 Post-Norm 写反了"),
     Variant("chapter_definitions",
             "你的两个类是按本章作业 3 原题的定义写的：原题把 x + F(Norm(x)) 叫作 Post-Norm、把 x + Norm(F(x)) 叫作 "
             "Pre-Norm，这是原题写错了（本章 3.1、3.3 节和 Deep_PostNorm / Deep_PreNorm 的代码才是对的）。"
-            f"Post-Norm 是 x = {POST}，Pre-Norm 是 x = {PRE}；x + Norm(F(x)) 是第三种结构"),
+            f"Post-Norm 是 x = {POST}，Pre-Norm 是 x = {PRE}；x + Norm(F(x)) 是第三种结构",
+            title="按原题写反的定义"),
     Variant("norm_on_branch",
             "你的输出与 x = x + norms[i](relu(layers[i](x))) 一致：Norm 放在了分支的出口，这是第三种结构，"
             f"既不是 Pre-Norm 也不是 Post-Norm。Post-Norm 的 Norm 在相加之后：x = {POST}；"
-            f"Pre-Norm 的 Norm 在子层之前：x = {PRE}"),
+            f"Pre-Norm 的 Norm 在子层之前：x = {PRE}",
+            title="Norm 放在了分支出口"),
     Variant("residual_dropped",
             "丢了残差：每层只算了分支，没有把本层的输入 x 加回来（例如 Post-Norm 写成了 norms[i](relu(layers[i](x)))，"
-            f"或 Pre-Norm 写成了 relu(layers[i](norms[i](x)))）。Post-Norm 是 x = {POST}，Pre-Norm 是 x = {PRE}"),
+            f"或 Pre-Norm 写成了 relu(layers[i](norms[i](x)))）。Post-Norm 是 x = {POST}，Pre-Norm 是 x = {PRE}",
+            title="丢了残差"),
     Variant("residual_normed",
             "残差加的是 Norm(x) 而不是 x 本身：h = norms[i](x); x = h + relu(layers[i](h))。Pre-Norm 的 Norm 只在分支上，"
-            f"残差路径是恒等的：x = {PRE}，这正是它梯度稳定的原因"),
+            f"残差路径是恒等的：x = {PRE}，这正是它梯度稳定的原因",
+            title="残差加的是 Norm(x)"),
     Variant("relu_after_add",
             "ReLU 放在了残差相加之后，作用在了整条残差流上（例如 norms[i](relu(x + layers[i](x)))）。ReLU 属于子层分支："
-            f"先算 relu(layers[i](...))，再与 x 相加：Post-Norm 是 x = {POST}，Pre-Norm 是 x = {PRE}"),
+            f"先算 relu(layers[i](...))，再与 x 相加：Post-Norm 是 x = {POST}，Pre-Norm 是 x = {PRE}",
+            title="ReLU 在残差相加之后"),
     Variant("relu_missing",
             f"分支里少了 ReLU：子层是 relu(layers[i](...))（F.relu(layer(...))）。Post-Norm 是 x = {POST}，"
-            f"Pre-Norm 是 x = {PRE}"),
+            f"Pre-Norm 是 x = {PRE}",
+            title="分支里少了 ReLU"),
     Variant("shared_norm",
             "各层共用了同一个 LayerNorm（例如 [nn.LayerNorm(d_model)] * num_layers 把同一个对象放进 norms "
             "多次，或只建了一个 self.norm 给所有层用）。每层要各自构造一个，放在名为 norms 的 nn.ModuleList 里："
-            "nn.ModuleList([nn.LayerNorm(d_model) for _ in range(num_layers)])"),
+            "nn.ModuleList([nn.LayerNorm(d_model) for _ in range(num_layers)])",
+            title="各层共用一个 LayerNorm"),
     Variant("shared_linear",
             "各层共用了同一个 Linear（例如 [nn.Linear(d_model, d_model)] * num_layers 把同一个对象放进 "
-            "layers 多次）。每层要各自构造一个：nn.ModuleList([nn.Linear(d_model, d_model) for _ in range(num_layers)])"),
+            "layers 多次）。每层要各自构造一个：nn.ModuleList([nn.Linear(d_model, d_model) for _ in range(num_layers)])",
+            title="各层共用一个 Linear"),
     Variant("linear_no_bias",
             "layers 里的 Linear 没有偏置（缺少 layers.i.bias，是不是写了 bias=False？）：本作业和本章的 Deep_PostNorm / "
-            "Deep_PreNorm 一样用默认的 nn.Linear(d_model, d_model)，带 bias"),
+            "Deep_PreNorm 一样用默认的 nn.Linear(d_model, d_model)，带 bias",
+            title="Linear 没有 bias"),
     Variant("norm_without_bias",
             "norms 里的 Norm 没有偏置 β（缺少 norms.i.bias），像是用了 RMSNorm 或 bias=False 的 LayerNorm：本作业用 "
-            "nn.LayerNorm(d_model)（减均值、除以标准差，再乘 weight、加 bias），和本章的 Deep_PostNorm / Deep_PreNorm 一样"),
+            "nn.LayerNorm(d_model)（减均值、除以标准差，再乘 weight、加 bias），和本章的 Deep_PostNorm / Deep_PreNorm 一样",
+            title="Norm 没有 bias"),
     # --- layer_grad_norms ---------------------------------------------------------------------------------------
     Variant("reversed_order",
-            "顺序反了：第 0 项应该对应 layers[0]（输入侧），最后一项对应最后一层；按 model.layers 的顺序遍历，不要 reversed"),
+            "顺序反了：第 0 项应该对应 layers[0]（输入侧），最后一项对应最后一层；按 model.layers 的顺序遍历，不要 reversed",
+            title="顺序反了"),
     Variant("bias_grad",
-            "返回的是每层 layers[i].bias 的梯度范数：要的是 layers[i].weight.grad 的 L2 范数"),
+            "返回的是每层 layers[i].bias 的梯度范数：要的是 layers[i].weight.grad 的 L2 范数",
+            title="用了 bias 的梯度"),
     Variant("weight_and_bias",
-            "返回的是每层所有参数（weight 和 bias 合在一起）梯度的范数：只要 layers[i].weight.grad 的 L2 范数"),
+            "返回的是每层所有参数（weight 和 bias 合在一起）梯度的范数：只要 layers[i].weight.grad 的 L2 范数",
+            title="weight 和 bias 合在一起"),
     Variant("weight_not_grad",
-            "返回的是权重本身的范数 layers[i].weight.norm()，不是它的梯度：要的是 layers[i].weight.grad.norm()"),
+            "返回的是权重本身的范数 layers[i].weight.norm()，不是它的梯度：要的是 layers[i].weight.grad.norm()",
+            title="权重本身的范数"),
     Variant("squared_norm",
-            "返回的是范数的平方（各元素平方和）：L2 范数还要开根号，即 layers[i].weight.grad.norm()"),
+            "返回的是范数的平方（各元素平方和）：L2 范数还要开根号，即 layers[i].weight.grad.norm()",
+            title="范数的平方"),
     Variant("sum_loss",
             "loss 用的是平方误差之和（reduction=\"sum\"）：MSE loss 是对所有元素取平均，即 F.mse_loss(model(x), target) "
-            "的默认写法"),
+            "的默认写法",
+            title="loss 用了求和"),
     Variant("sum_last_dim",
-            "loss 对最后一维求和、再对其余维取平均：MSE loss 是对所有元素取平均，即 F.mse_loss(model(x), target)"),
+            "loss 对最后一维求和、再对其余维取平均：MSE loss 是对所有元素取平均，即 F.mse_loss(model(x), target)",
+            title="loss 对最后一维求和"),
     Variant("no_zero_grad",
             "第二次调用的结果正好是第一次的 2 倍：旧的梯度没有清掉，.grad 在 backward 时是累加的。"
-            "在 backward 之前先 model.zero_grad()"),
+            "在 backward 之前先 model.zero_grad()",
+            title="没有清掉旧的梯度"),
 )
 
 
@@ -121,9 +144,7 @@ def stack_weights(rng, d_model, num_layers, dtype=torch.float64) -> dict:
 
 
 def reference_stack(class_name: str, d_model: int, num_layers: int, state: dict, dtype=torch.float64) -> nn.Module:
-    module = getattr(ref, class_name)(d_model, num_layers).to(dtype)
-    module.load_state_dict(state)
-    return module
+    return reference_with(getattr(ref, class_name)(d_model, num_layers), state, dtype)
 
 
 def expected_param_shapes(d_model: int, num_layers: int) -> dict:
@@ -197,63 +218,76 @@ def variant_forward(kind: str, x: torch.Tensor, state: dict, num_layers: int, sh
 
 def forward_only(student, class_name: str, d_model: int, num_layers: int, x: torch.Tensor, state: dict):
     """The student's `class_name` output on `x` with `state` loaded, or None when it cannot give one."""
-    try:
-        run = student.module(class_name, (d_model, num_layers), state_dict=state, dtype=x.dtype, method="forward",
-                             args=(x,))
-    except CheckFailed:
-        return None
-    if run.load_error or run.missing_keys or run.unexpected_keys or not isinstance(run.outputs, torch.Tensor):
+    run = attempt(student.module, class_name, (d_model, num_layers), state_dict=state, dtype=x.dtype,
+                  method="forward", args=(x,))
+    if run is None or run.load_error or run.missing_keys or run.unexpected_keys \
+            or not isinstance(run.outputs, torch.Tensor):
         return None
     return run.outputs
 
 
-def diagnose_stack(student, actual, class_name: str, x: torch.Tensor, state: dict, num_layers: int,
-                   tol) -> Variant | None:
-    """The catalogued structure the student's output matches, if any."""
-    with torch.no_grad():
-        for kind, name in STACK_FORMULAS[class_name].items():
-            if same_values(actual, variant_forward(kind, x, state, num_layers), tol):
-                if kind == CHAPTER[class_name]:  # the chapter's definitions, if the other class follows them too
+def stack_variants(student, actual, class_name: str, x: torch.Tensor, state: dict, num_layers: int, tol):
+    """variants(): (name, output) of the catalogued structures on this input and weights. The chapter's swapped
+    definitions give one class the plain swap: that candidate is named chapter_definitions when `actual` shows it
+    and one probe of the other class shows the chapter's definition there too."""
+    def variants():
+        found = []
+        with torch.no_grad():
+            for kind, name in STACK_FORMULAS[class_name].items():
+                candidate = variant_forward(kind, x, state, num_layers)
+                if kind == CHAPTER[class_name] and same_values(actual, candidate, tol):
                     other = OTHER[class_name]
                     theirs = forward_only(student, other, x.shape[-1], num_layers, x, state)
                     if theirs is not None and same_values(theirs, variant_forward(CHAPTER[other], x, state, num_layers),
                                                           tol):
-                        return VARIANTS["chapter_definitions"]
-                return VARIANTS[name]
-        for shared, name in (("norms", "shared_norm"), ("layers", "shared_linear")):
-            if same_values(actual, variant_forward(RIGHT[class_name], x, state, num_layers, shared), tol):
-                return VARIANTS[name]
-    return None
+                        name = "chapter_definitions"
+                found.append((name, candidate))
+            for shared, name in (("norms", "shared_norm"), ("layers", "shared_linear")):
+                found.append((name, variant_forward(RIGHT[class_name], x, state, num_layers, shared)))
+        return found
+    return variants
 
 
-def keys_variant(shapes: dict, d_model: int, num_layers: int) -> Variant | None:
-    """The catalogued mistake the module's parameter names show, if any (found at weight loading)."""
+def key_mistakes(d_model: int, num_layers: int) -> dict:
+    """The catalogued mistakes the module's parameter names show: a Linear or a Norm without bias, one Norm for all."""
     expected = expected_param_shapes(d_model, num_layers)
-    keys = set(shapes)
     linear = {k for k in expected if k.startswith("layers.")}
     linear_biases = {f"layers.{i}.bias" for i in range(num_layers)}
     norm_keys = set(expected) - linear
-    if keys == set(expected) - linear_biases and all(shapes[k] == expected[k] for k in keys):
-        return VARIANTS["linear_no_bias"]
-    if not linear <= keys or any(shapes[k] != expected[k] for k in linear):
-        return None
-    rest = keys - linear
-    per_layer = [[k for k in rest if k.startswith(f"norms.{i}.")] for i in range(num_layers)]
-    if (rest.isdisjoint(norm_keys - {f"norms.{i}.weight" for i in range(num_layers)})
-            and all(len(ks) == 1 and shapes[ks[0]] == [d_model] for ks in per_layer)
-            and sum(len(ks) for ks in per_layer) == len(rest)):
-        return VARIANTS["norm_without_bias"]
-    if not any(k.startswith("norms.") for k in rest) and len(rest) == 2:
-        prefixes = {k.rsplit(".", 1)[0] for k in rest}
-        if len(prefixes) == 1 and "." not in next(iter(prefixes)) \
-                and {k.rsplit(".", 1)[1] for k in rest} == {"weight", "bias"} \
-                and all(shapes[k] == [d_model] for k in rest):
-            return VARIANTS["shared_norm"]
-    return None
+
+    def linears_right(k: ParamKeys) -> bool:
+        return linear <= set(k.shapes) and all(k.shapes[n] == expected[n] for n in linear)
+
+    def linear_no_bias(k: ParamKeys) -> bool:
+        return set(k.shapes) == set(expected) - linear_biases and all(k.shapes[n] == expected[n] for n in k.shapes)
+
+    def norm_without_bias(k: ParamKeys) -> bool:
+        rest = set(k.shapes) - linear
+        per_layer = [[n for n in rest if n.startswith(f"norms.{i}.")] for i in range(num_layers)]
+        return (linears_right(k) and rest.isdisjoint(norm_keys - {f"norms.{i}.weight" for i in range(num_layers)})
+                and all(len(ns) == 1 and k.shapes[ns[0]] == [d_model] for ns in per_layer)
+                and sum(len(ns) for ns in per_layer) == len(rest))
+
+    def shared_norm(k: ParamKeys) -> bool:  # one `self.norm` for all layers
+        rest = set(k.shapes) - linear
+        if not linears_right(k) or any(n.startswith("norms.") for n in rest) or len(rest) != 2:
+            return False
+        prefixes = {n.rsplit(".", 1)[0] for n in rest}
+        return (len(prefixes) == 1 and "." not in next(iter(prefixes))
+                and {n.rsplit(".", 1)[1] for n in rest} == {"weight", "bias"} and all(k.shapes[n] == [d_model] for n in rest))
+
+    return {"linear_no_bias": linear_no_bias, "norm_without_bias": norm_without_bias, "shared_norm": shared_norm}
+
+
+def stack_hint(student, class_name: str, x: torch.Tensor, state: dict, tol):
+    """hint(actual, expected): where the fault is, when a finite output of the right shape and dtype matches nothing
+    catalogued (shape, dtype and NaN are said by the comparison itself): one probe with a single layer."""
+    return lambda actual, expected: (localise_stack(student, class_name, x, state, tol)
+                                     if is_float_tensor(actual, expected.shape) and actual.dtype == expected.dtype
+                                     else "")
 
 
 def localise_stack(student, class_name: str, x: torch.Tensor, state: dict, tol) -> str:
-    """Where the fault is, when the output matches nothing catalogued: one probe with a single layer."""
     one = {k: v for k, v in state.items() if k.startswith(("layers.0.", "norms.0."))}
     y = forward_only(student, class_name, x.shape[-1], 1, x, one)
     if y is None or y.shape != x.shape or not y.dtype.is_floating_point or not torch.isfinite(y).all():
@@ -286,20 +320,9 @@ def check_stack_module(student, class_name: str, d_model: int, num_layers: int, 
     run = student.module(class_name, (d_model, num_layers), state_dict=state, dtype=x.dtype, method="forward",
                          args=(x,), **kwargs)
     tol = F64 if x.dtype == torch.float64 else F32
-    try:
-        expect_module_matches(run, expected, tol, class_name, outputs=f"{class_name} 的输出")
-    except CheckFailed as failure:
-        if run.load_error or run.missing_keys or run.unexpected_keys:
-            raise named(failure, keys_variant(run.param_shapes, d_model, num_layers)) from None
-        if "share_outside" not in failure.details or failure.details.get("forward_correct"):
-            raise  # shape, dtype, NaN, or only the gradients: already localised
-        variant = diagnose_stack(student, run.outputs, class_name, x, state, num_layers, tol)
-        if variant is not None:
-            raise named(failure, variant) from None
-        where = localise_stack(student, class_name, x, state, tol)
-        if where:
-            raise CheckFailed(f"{failure.message}。{where}", dict(failure.details, localised=True)) from None
-        raise
+    expect_module_matches(run, expected, tol, class_name, outputs=f"{class_name} 的输出",
+                          variants=stack_variants(student, run.outputs, class_name, x, state, num_layers, tol),
+                          hint=stack_hint(student, class_name, x, state, tol), keys=key_mistakes(d_model, num_layers))
 
 
 # --- layer_grad_norms -----------------------------------------------------------------------------
@@ -339,16 +362,6 @@ def as_floats(value):
     return value
 
 
-def _numbers(value) -> bool:
-    return isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                           and math.isfinite(v) for v in value)
-
-
-def _close(actual: list, candidate: list) -> bool:
-    return len(actual) == len(candidate) and all(math.isclose(a, c, rel_tol=1e-6, abs_tol=1e-12)
-                                                 for a, c in zip(actual, candidate))
-
-
 def grad_truth(weights: dict, weight_grads: list, bias_grads: list, target: torch.Tensor) -> dict:
     """What the catalogued slips of layer_grad_norms need: the layers' weights and gradients, the loss's shape."""
     return {"w": [g.norm().item() for g in weight_grads], "b": [g.norm().item() for g in bias_grads],
@@ -356,29 +369,23 @@ def grad_truth(weights: dict, weight_grads: list, bias_grads: list, target: torc
             "numel": target.numel(), "d_model": target.shape[-1]}
 
 
-def diagnose_grad_norms(actual, truth: dict) -> Variant | None:
-    """The catalogued slip of layer_grad_norms the returned numbers match, if any."""
-    if not _numbers(actual):
-        return None
+def grad_norm_variants(truth: dict) -> list:
+    """(name, the numbers that slip of layer_grad_norms returns)."""
     w, b = truth["w"], truth["b"]
-    candidates = {
-        "reversed_order": w[::-1],
-        "bias_grad": b,
-        "weight_and_bias": [math.sqrt(u * u + v * v) for u, v in zip(w, b)],
-        "weight_not_grad": truth["p"],
-        "squared_norm": [v * v for v in w],
-        "sum_loss": [v * truth["numel"] for v in w],
-        "sum_last_dim": [v * truth["d_model"] for v in w],
-    }
-    for name, candidate in candidates.items():
-        if _close(actual, candidate):
-            return VARIANTS[name]
-    return None
+    return [
+        ("reversed_order", w[::-1]),
+        ("bias_grad", b),
+        ("weight_and_bias", [math.sqrt(u * u + v * v) for u, v in zip(w, b)]),
+        ("weight_not_grad", truth["p"]),
+        ("squared_norm", [v * v for v in w]),
+        ("sum_loss", [v * truth["numel"] for v in w]),
+        ("sum_last_dim", [v * truth["d_model"] for v in w]),
+    ]
 
 
 def localise_grad_norms(actual, expected: list) -> str:
     """Honest localisation when no slip matches: every entry off by one common factor is a scaling of the loss."""
-    if not _numbers(actual) or len(actual) != len(expected) or not all(e > 0 for e in expected):
+    if not (isinstance(actual, list) and all(map(is_number, actual))) or len(actual) != len(expected) or not all(e > 0 for e in expected):
         return ""
     ratios = [a / e for a, e in zip(actual, expected)]
     if all(math.isclose(r, ratios[0], rel_tol=1e-6) for r in ratios) and not math.isclose(ratios[0], 1, rel_tol=1e-6):
@@ -389,22 +396,13 @@ def localise_grad_norms(actual, expected: list) -> str:
 
 def check_grad_norms(actual, expected: list, truth: dict, what: str):
     """`actual` (already as_floats) equals `expected`; else the slip it matches, or where it goes wrong."""
-    try:
-        expect_numbers(actual, expected, what, rel=GRAD_REL)
-    except CheckFailed as failure:
-        variant = diagnose_grad_norms(actual, truth)
-        if variant is not None:
-            raise named(failure, variant) from None
-        where = localise_grad_norms(actual, expected)
-        if where:
-            raise CheckFailed(f"{failure.message}。{where}", dict(failure.details, localised=True)) from None
-        raise
+    expect_numbers(actual, expected, what, rel=GRAD_REL, variants=lambda: grad_norm_variants(truth),
+                   hint=localise_grad_norms)
 
 
 def reference_grad_norms(state, d_model, num_layers, x, target):
     """The right answer on the probe net, and what the slips need."""
-    net = _ProbeNet(d_model, num_layers).to(x.dtype)
-    net.load_state_dict(state)
+    net = reference_with(_ProbeNet(d_model, num_layers), state, x.dtype)
     weights = ref.layer_grad_norms(net, x, target)
     truth = grad_truth(state, [layer.weight.grad for layer in net.layers], [layer.bias.grad for layer in net.layers],
                        target)
@@ -445,17 +443,8 @@ def test_stacks_parameter_names(student):
     """PostNormStack(d_model, num_layers) 和 PreNormStack 的参数名和形状符合约定：layers.i.weight/bias、norms.i.weight/bias"""
     expected = expected_param_shapes(12, 3)
     for class_name in CLASSES:
-        run = student.module(class_name, (12, 3))
-        shapes = run.param_shapes
-        extra, missing = sorted(set(shapes) - set(expected)), sorted(set(expected) - set(shapes))
-        if extra or missing:
-            parts = ([f"多出 {extra[:6]}"] if extra else []) + ([f"缺少 {missing[:6]}"] if missing else [])
-            raise named(CheckFailed(f"{class_name}(12, 3) 的参数名不符合约定：{'，'.join(parts)}",
-                                    {"class": class_name, "extra": extra, "missing": missing}),
-                        keys_variant(shapes, 12, 3))
-        wrong = sorted(k for k in expected if shapes[k] != expected[k])
-        expect_true(not wrong, f"{class_name}(12, 3) 里这些参数的形状不对：{wrong[:6]}（应该是 nn.Linear(d_model, d_model) "
-                    "和 nn.LayerNorm(d_model)）", {"class": class_name, "wrong_shapes": wrong})
+        expect_parameters(student.module(class_name, (12, 3)).param_shapes, expected, f"{class_name}(12, 3)",
+                          keys=key_mistakes(12, 3))
 
 
 @check("norm_stacks", points=0.5)
@@ -468,21 +457,22 @@ def test_stacks_layers_are_independent(student, rng):
     other = stack_weights(rng, 10, 4)
     for class_name in CLASSES:
         run = student.module(class_name, (10, 4), state_dict=state, dtype=torch.float64, method="forward", args=(x,))
-        if run.load_error or run.missing_keys or run.unexpected_keys:
-            raise named(CheckFailed(f"无法把权重按约定的名字加载进你的 `{class_name}`", {"class": class_name}),
-                        keys_variant(run.param_shapes, 10, 4))
+        expect_weights_loaded(run, class_name, keys=key_mistakes(10, 4))
         expect_true(isinstance(run.outputs, torch.Tensor) and run.outputs.shape == x.shape,
                     f"{class_name} 的输出应该是形状 {list(x.shape)} 的张量", {"class": class_name})
         for kind, variant in (("norms", "shared_norm"), ("layers", "shared_linear")):
             changed = dict(state, **{k: v for k, v in other.items() if k.startswith(f"{kind}.0.")})
             again = student.module(class_name, (10, 4), state_dict=changed, dtype=torch.float64, method="forward",
                                    args=(x,)).outputs
-            if isinstance(again, torch.Tensor) and again.shape == x.shape and torch.equal(again, run.outputs):
-                shared = diagnose_stack(student, run.outputs, class_name, x, state, 4, F64)
-                failure = CheckFailed(f"{class_name}：换掉第 0 层 {kind}（{'LayerNorm' if kind == 'norms' else 'Linear'}）"
-                                      "加载进去的权重后输出完全没变：各层是否共用了同一个模块？",
-                                      {"class": class_name, "unchanged_by": f"{kind}.0"})
-                raise named(failure, shared if shared is VARIANTS[variant] else None)
+            unchanged = isinstance(again, torch.Tensor) and again.shape == x.shape and torch.equal(again, run.outputs)
+            if unchanged:  # named only if the output is that sharing's (and not another structure's)
+                shown = match_variant(run.outputs, variant_forward(RIGHT[class_name], x, state, 4),
+                                      stack_variants(student, run.outputs, class_name, x, state, 4, F64),
+                                      lambda a, c: same_values(a, c, F64))
+            expect_true(not unchanged, f"{class_name}：换掉第 0 层 {kind}（{'LayerNorm' if kind == 'norms' else 'Linear'}）"
+                        "加载进去的权重后输出完全没变：各层是否共用了同一个模块？",
+                        {"class": class_name, "unchanged_by": f"{kind}.0"},
+                        diagnosis=variant if unchanged and shown is not None and shown.name == variant else None)
 
 
 def _stack_probe(rng):
@@ -540,14 +530,8 @@ def test_grad_norms_clears_old_gradients(student, rng):
     weights, truth = reference_grad_norms(state, d_model, num_layers, x, target)
     first, second = student.call_repeatedly(2, "layer_grad_norms", probe_net_arg(state, d_model, num_layers), x, target)
     check_grad_norms(as_floats(first), weights, truth, "第一次调用的返回值")
-    second = as_floats(second)
-    try:
-        expect_numbers(second, weights, "同一个模型上第二次调用的返回值", rel=GRAD_REL)
-    except CheckFailed as failure:
-        message = f"第一次调用的结果正确，同一个模型上第二次调用却不对：{failure.message}"
-        if _numbers(second) and _close(second, [2 * v for v in weights]):
-            raise named(CheckFailed(message, failure.details), VARIANTS["no_zero_grad"]) from None
-        raise CheckFailed(f"{message}。上一次调用在模型上留下了影响结果的状态", failure.details) from None
+    expect_numbers(as_floats(second), weights, "同一个模型上第二次调用的返回值（第一次调用的结果正确）", rel=GRAD_REL,
+                   variants=[("no_zero_grad", [2 * v for v in weights])], hint="上一次调用在模型上留下了影响结果的状态")
 
 
 @check("layer_grad_norms", points=1)

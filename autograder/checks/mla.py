@@ -10,9 +10,9 @@ read as a boolean gives a different output. Cache sizes use d_rope > 0, bytes_pe
 layers (never 4: a forgotten num_layers would then equal a forgotten bytes_per_element), and batch,
 seq_len >= 2.
 
-Diagnosis (autograder.checks.diagnosis): when a comparison fails, the same inputs and weights go through the
+Diagnosis (autograder.checks): when a comparison fails, the same inputs and weights go through the
 known-wrong variants of VARIANTS (written here, grader side only); a variant that matches, alone, is
-named. Unexpected parameter names are named from the keys (bias=True, MHA's W_k / W_v kept). A typed
+named. Unexpected parameter names are named from the keys (KEY_MISTAKES: bias=True, MHA's W_k / W_v kept). A typed
 number is compared with what each catalogued slip gives; when two slips give the same number (e.g. twice
 the MLA cache: FP32, or the latent counted for K and V), the student's other answers decide (a unit slip
 shows in every answer), else nothing is named. When nothing matches, the fault is localised where it is
@@ -26,10 +26,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import (F32_ATTN, F64, CheckFailed, causal_mask, check, expect_close, expect_float64_precision,
-                               expect_int, expect_module_matches, expect_true, expect_weights_loaded, module_arg,
-                               run_reference, same_values)
-from autograder.checks.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family, named
+from autograder.checks import (F32_ATTN, F64, CheckFailed, attempt, causal_mask, check, expect_close,
+                               expect_float64_precision, expect_int, expect_module_matches, expect_parameters,
+                               expect_weights_loaded, match_variant, module_arg, number_close, random_weights,
+                               randint, reference_with, run_reference)
+from autograder.checks.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family
 from autograder.checks.probes import describe_value
 from solutions import mla as ref
 from solutions.student_params import student_answers, student_params
@@ -38,13 +39,6 @@ D_MODEL, NUM_HEADS, D_LATENT = 48, 4, 20  # d_head = 12
 BATCH, SEQ = 3, 7
 CLASS = "MultiHeadLatentAttention"
 
-PARAM_SHAPES = {
-    "W_q.weight": [D_MODEL, D_MODEL],
-    "W_kv_down.weight": [D_LATENT, D_MODEL],
-    "W_k_up.weight": [D_MODEL, D_LATENT],
-    "W_v_up.weight": [D_MODEL, D_LATENT],
-    "W_o.weight": [D_MODEL, D_MODEL],
-}
 PINNED_LINEARS = ("W_q", "W_kv_down", "W_k_up", "W_v_up", "W_o")
 
 # --- the catalogue of mistakes ---------------------------------------------------------------------
@@ -55,35 +49,48 @@ VARIANTS = catalogue(
     PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # the attention itself (module forward, and the same slips in the absorbed path of the bonus)
     Variant("mask_as_boolean", "结果与「只用了 mask 里 -inf 的位置（当成布尔掩码，masked_fill），忽略了其余的有限值」"
-                               "一致：mask 是加性的浮点掩码，要整个加到缩放后的分数上"),
+                               "一致：mask 是加性的浮点掩码，要整个加到缩放后的分数上",
+            title="mask 当成了布尔掩码"),
     Variant("w_k_up_for_v", "结果与「V 也用 W_k_up 从 latent 解压」一致：K = W_k_up(c_kv)，V = W_v_up(c_kv)，"
-                            "两个上投影各管一个"),
+                            "两个上投影各管一个",
+            title="V 用了 W_k_up"),
     Variant("w_v_up_for_k", "结果与「K 用 W_v_up 从 latent 解压」一致：K = W_k_up(c_kv)，V = W_v_up(c_kv)，"
-                            "两个上投影各管一个"),
+                            "两个上投影各管一个",
+            title="K 用了 W_v_up"),
     # the parameters (found at weight loading, from the keys)
     Variant("kept_w_k_w_v", "你的模块里有 MHA 的 W_k / W_v：MLA 中 K、V 由 latent 经 W_k_up、W_v_up 解压得到，"
-                            "这两个上投影取代了 W_k、W_v，而不是加在它们旁边"),
+                            "这两个上投影取代了 W_k、W_v，而不是加在它们旁边",
+            title="保留了 MHA 的 W_k / W_v"),
     # the cache returned by forward
     Variant("cache_returns_k", "返回的第 2 个值是 K（W_k_up 解压后的结果）：要缓存、要返回的是 latent "
-                               "c_kv = W_kv_down(x) 本身，形状 [B, S, d_latent]"),
+                               "c_kv = W_kv_down(x) 本身，形状 [B, S, d_latent]",
+            title="缓存返回了 K"),
     Variant("cache_returns_v", "返回的第 2 个值是 V（W_v_up 解压后的结果）：要缓存、要返回的是 latent "
-                               "c_kv = W_kv_down(x) 本身，形状 [B, S, d_latent]"),
+                               "c_kv = W_kv_down(x) 本身，形状 [B, S, d_latent]",
+            title="缓存返回了 V"),
     # the bonus only
     Variant("absorbed_wrong_split", "结果与「把 W_k_up.weight（或 W_v_up.weight）转置后再按头切开」一致："
                                     "weight 的形状是 [d_model, d_latent]，第 h 个头用的是第 h·d_head 到 "
-                                    "(h+1)·d_head 行，直接 view 成 [H, d_head, d_latent]"),
+                                    "(h+1)·d_head 行，直接 view 成 [H, d_head, d_latent]",
+            title="吸收时按头切错了"),
     Variant("absorbed_scale_d_latent", "结果与「吸收后的分数除以 √d_latent」一致：吸收 W_k_up 不改变分数的值，"
-                                       "它仍是每个头 d_head 维的 q·k，缩放仍是 1/√d_head"),
+                                       "它仍是每个头 d_head 维的 q·k，缩放仍是 1/√d_head",
+            title="吸收后按 √d_latent 缩放"),
     # byte counts (mla_cache_bytes and the hand answers)
     Variant("latent_for_k_and_v", "结果与「latent 按 K、V 各算了一份（多乘了 2）」一致：一个 c_kv 同时服务 K 和 V，"
-                                  "每个 token 只缓存一份"),
-    Variant("rope_key_forgotten", "结果与「没有算解耦的 RoPE key」一致：每个 token 缓存 d_latent + d_rope 个元素"),
+                                  "每个 token 只缓存一份",
+            title="latent 算了两份"),
+    Variant("rope_key_forgotten", "结果与「没有算解耦的 RoPE key」一致：每个 token 缓存 d_latent + d_rope 个元素",
+            title="漏了 RoPE key"),
     Variant("latent_per_head", "结果与「每个头各缓存一份 latent（乘了 num_heads）」一致：latent 是所有头共用的，"
-                               "不乘头数"),
+                               "不乘头数",
+            title="latent 乘了头数"),
     Variant("cached_k_and_v", "你的 mla_bytes 等于 MHA 的 KV Cache：MLA 缓存的是 latent（和 RoPE key），"
-                              "不是解压后的 K 和 V"),
+                              "不是解压后的 K 和 V",
+            title="缓存了 K 和 V"),
     Variant("elements_not_bytes", "结果与「只数了元素个数，没有乘每个元素的字节数」一致：字节数 = 元素个数 × "
-                                  "bytes_per_element（FP16 是 2）"),
+                                  "bytes_per_element（FP16 是 2）",
+            title="只数了元素个数"),
 )
 
 UNIT_SLIPS = ("fp32_bytes", "bits_not_bytes", "elements_not_bytes", "mib_not_bytes", "mb_not_bytes")
@@ -147,70 +154,42 @@ def attention_variant(weights: dict, x, mask, num_heads: int, scale="d_head", ma
     return out @ weights["W_o.weight"].T if output_projection else out
 
 
-def cache_variants(weights: dict, x, num_heads: int) -> dict:
+def attention_variants(weights: dict, x, mask, num_heads: int, names) -> list:
+    """(name, out) down each known-wrong path of the variants `names`, in float64."""
+    weights = {k: v.double() for k, v in weights.items()}
+    mask = None if mask is None else mask.double()
+    with torch.no_grad():
+        return [(name, attention_variant(weights, x.double(), mask, num_heads, **path))
+                for name in names if not (mask is None and name.startswith("mask_")) for path in ATTENTION_PATHS[name]]
+
+
+def cache_variants(weights: dict, x, num_heads: int) -> list:
     """What a forward that caches K or V instead of c_kv returns as its second value (whole or split by head)."""
     B, S, d_model = x.shape
-    c = x @ weights["W_kv_down.weight"].T
-    found = {}
-    for name, w in [("cache_returns_k", weights["W_k_up.weight"]), ("cache_returns_v", weights["W_v_up.weight"])]:
-        whole = c @ w.T
-        found[name] = [whole, whole.view(B, S, num_heads, -1), whole.view(B, S, num_heads, -1).transpose(1, 2)]
+    weights = {k: v.double() for k, v in weights.items()}
+    with torch.no_grad():
+        c = x.double() @ weights["W_kv_down.weight"].T
+        found = []
+        for name, w in [("cache_returns_k", weights["W_k_up.weight"]), ("cache_returns_v", weights["W_v_up.weight"])]:
+            whole = c @ w.T
+            found += [(name, whole), (name, whole.view(B, S, num_heads, -1)),
+                      (name, whole.view(B, S, num_heads, -1).transpose(1, 2))]
     return found
 
 
-def only(names: list[str]) -> str | None:
-    """The one variant that matched, or None when none or several did (nothing is named on a guess)."""
-    return names[0] if len(set(names)) == 1 else None
+def forward_variants(weights: dict, x, mask, num_heads: int) -> dict:
+    """The variants of forward's two values: the out, and the cache."""
+    return {0: lambda: attention_variants(weights, x, mask, num_heads, MODULE_VARIANTS),
+            1: lambda: cache_variants(weights, x, num_heads)}
 
 
-def out_diagnosis(actual, expected, weights, x, mask, num_heads, tol, names) -> str | None:
-    """The catalogued variant whose out `actual` matches (and the reference's does not)."""
-    if not isinstance(actual, torch.Tensor):
-        return None
-    weights = {k: v.double() for k, v in weights.items()}
-    mask = None if mask is None else mask.double()
-    matches = []
-    with torch.no_grad():
-        for name in names:
-            if mask is None and name.startswith("mask_"):
-                continue
-            for path in ATTENTION_PATHS[name]:
-                value = attention_variant(weights, x.double(), mask, num_heads, **path)
-                if not same_values(expected, value, tol) and same_values(actual, value, tol):
-                    matches.append(name)
-                    break
-    return only(matches)
-
-
-def module_diagnosis(outputs, expected: tuple, weights, x, mask, num_heads, tol) -> str | None:
-    if not isinstance(outputs, (tuple, list)) or len(outputs) != 2:
-        return None
-    if not same_values(outputs[0], expected[0], tol):
-        return out_diagnosis(outputs[0], expected[0], weights, x, mask, num_heads, tol, MODULE_VARIANTS)
-    with torch.no_grad():
-        found = cache_variants({k: v.double() for k, v in weights.items()}, x.double(), num_heads)
-    return only([name for name, candidates in found.items()
-                 if any(same_values(outputs[1], value, tol) for value in candidates)])
-
-
-def keys_diagnosis(extra: set, absent: set) -> str | None:
-    """A mistake named from the parameter names: `extra` ones the module has, pinned ones it lacks (`absent`)."""
-    if not extra:
-        return None
-    if not absent and all(k.endswith(".bias") and k.removesuffix(".bias") in PINNED_LINEARS for k in extra):
-        return "linear_bias"
-    if all(k.split(".")[0] in ("W_k", "W_v") for k in extra) and absent <= {"W_k_up.weight", "W_v_up.weight"}:
-        return "kept_w_k_w_v"
-    return None
-
-
-def expect_loaded(run):
-    """The pinned weights load into the student's module by name; a mismatch is named from the keys."""
-    try:
-        expect_weights_loaded(run, CLASS)
-    except CheckFailed as failure:
-        name = None if run.load_error else keys_diagnosis(set(run.missing_keys), set(run.unexpected_keys))
-        raise named(failure, VARIANTS.get(name)) from None
+KEY_MISTAKES = {  # named from the parameter names: extra ones the module has, pinned ones it lacks (`absent`)
+    "linear_bias": lambda k: (bool(k.extra) and k.load_error is None and not k.wrong_shape and not k.absent and all(
+        n.endswith(".bias") and n.removesuffix(".bias") in PINNED_LINEARS for n in k.extra)),
+    "kept_w_k_w_v": lambda k: (bool(k.extra) and k.load_error is None and not k.wrong_shape
+                               and k.absent <= {"W_k_up.weight", "W_v_up.weight"}
+                               and all(n.split(".")[0] in ("W_k", "W_v") for n in k.extra)),
+}
 
 
 # --- localising what no variant explains --------------------------------------------------------------
@@ -223,57 +202,49 @@ def first_out(outputs):
     return outputs if isinstance(outputs, torch.Tensor) else None
 
 
-def with_causality(failure: CheckFailed, out, expected, x, rerun) -> CheckFailed:
-    """Under the causal mask, an out that no variant explains: does an earlier output move with the last token?
+def causality_hint(x, rerun):
+    """hint(out, expected) under the causal mask: does an earlier output move with the last token?
 
     One extra probe, `rerun(x2)` (the student's out for x2 = x with its last token replaced)."""
-    if out is None or out.shape != expected.shape or not torch.isfinite(out).all():
-        return failure
-    x2 = x.clone()
-    x2[:, -1] = torch.randn(x.shape[0], x.shape[-1], generator=torch.Generator().manual_seed(7), dtype=x.dtype)
-    try:
-        out2 = rerun(x2)
-    except CheckFailed:
-        return failure
-    if not isinstance(out2, torch.Tensor) or out2.shape != out.shape:
-        return failure
-    leaks = not torch.allclose(out2[:, :-1].double(), out[:, :-1].double(), rtol=1e-8, atol=1e-8)
-    if leaks:
-        note = ("另外，改变最后一个 token 后，前面位置的输出也跟着变了：因果掩码下未来的信息泄漏到了前面"
-                "（检查 mask 是否在 softmax 之前加到了分数上、softmax 是否沿最后一维、拆分和合并头时是否先 transpose）")
-    else:
-        note = ("改变最后一个 token 不影响前面位置的输出，因果性没有问题：错误在别处"
+    def hint(out, expected):
+        if not isinstance(out, torch.Tensor) or out.shape != expected.shape or not torch.isfinite(out).all():
+            return None
+        x2 = x.clone()
+        x2[:, -1] = torch.randn(x.shape[0], x.shape[-1], generator=torch.Generator().manual_seed(7), dtype=x.dtype)
+        out2 = attempt(rerun, x2)
+        if not isinstance(out2, torch.Tensor) or out2.shape != out.shape:
+            return None
+        if not torch.allclose(out2[:, :-1].double(), out[:, :-1].double(), rtol=1e-8, atol=1e-8):
+            return ("另外，改变最后一个 token 后，前面位置的输出也跟着变了：因果掩码下未来的信息泄漏到了前面"
+                    "（检查 mask 是否在 softmax 之前加到了分数上、softmax 是否沿最后一维、拆分和合并头时是否先 transpose）")
+        return ("改变最后一个 token 不影响前面位置的输出，因果性没有问题：错误在别处"
                 "（投影、缩放、头的拆分与合并）")
-    return CheckFailed(f"{failure.message}。{note}", dict(failure.details, causal=not leaks), failure.diagnosis)
+    return hint
 
 
-def with_mask_effect(failure: CheckFailed, out, out_without_mask) -> CheckFailed:
-    """Under the additive mask, an out that no variant explains: does the mask change anything at all?"""
-    if out is None or not isinstance(out_without_mask, torch.Tensor) or out_without_mask.shape != out.shape:
-        return failure
-    if not torch.isfinite(out).all() or not torch.equal(out, out_without_mask):
-        return failure
-    return CheckFailed(f"{failure.message}。另外，传不传 mask 你的输出完全一样：mask 没有起作用（它应该加到缩放后的分数上）",
-                       dict(failure.details, mask_effect=False), failure.diagnosis)
+def mask_effect_hint(without_mask):
+    """hint(out, expected) under the additive mask: does the mask change anything at all? (`without_mask()`: the
+    student's out for the same input without a mask, one extra probe)"""
+    def hint(out, expected):
+        if not isinstance(out, torch.Tensor) or out.shape != expected.shape or not torch.isfinite(out).all():
+            return None
+        other = attempt(without_mask)
+        if isinstance(other, torch.Tensor) and other.shape == out.shape and torch.equal(out, other):
+            return "另外，传不传 mask 你的输出完全一样：mask 没有起作用（它应该加到缩放后的分数上）"
+        return None
+    return hint
 
 
 # --- inputs ---------------------------------------------------------------------------------------
 
 
-def random_weights(rng, d_model, d_latent, dtype):
-    """Weights for every pinned parameter: N(0, 1/fan_in) (unlike the init the student's module starts with)."""
-    shapes = {
-        "W_q.weight": (d_model, d_model), "W_kv_down.weight": (d_latent, d_model),
-        "W_k_up.weight": (d_model, d_latent), "W_v_up.weight": (d_model, d_latent), "W_o.weight": (d_model, d_model),
-    }
-    return {name: (torch.randn(shape, generator=rng, dtype=torch.float64) / math.sqrt(shape[1])).to(dtype)
-            for name, shape in shapes.items()}
+def pinned_shapes(d_model: int, d_latent: int) -> dict:
+    return {"W_q.weight": [d_model, d_model], "W_kv_down.weight": [d_latent, d_model],
+            "W_k_up.weight": [d_model, d_latent], "W_v_up.weight": [d_model, d_latent], "W_o.weight": [d_model, d_model]}
 
 
 def reference_module(state, d_model=D_MODEL, num_heads=NUM_HEADS, d_latent=D_LATENT, dtype=torch.float64):
-    module = ref.MultiHeadLatentAttention(d_model, num_heads, d_latent).to(dtype)
-    module.load_state_dict(state)
-    return module
+    return reference_with(ref.MultiHeadLatentAttention(d_model, num_heads, d_latent), state, dtype)
 
 
 def random_additive_mask(rng, seq_len, dtype):
@@ -287,7 +258,7 @@ def random_additive_mask(rng, seq_len, dtype):
 
 @pytest.fixture
 def weights64(rng):
-    return random_weights(rng, D_MODEL, D_LATENT, torch.float64)
+    return random_weights(rng, pinned_shapes(D_MODEL, D_LATENT))
 
 
 @pytest.fixture
@@ -302,23 +273,8 @@ def x64(rng):
 def test_module_parameters(student):
     """MultiHeadLatentAttention 的参数正好是 W_q、W_kv_down、W_k_up、W_v_up、W_o 的 weight（无 bias），形状符合约定"""
     run = student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT))
-    shapes = run.param_shapes
-    extra, absent = set(shapes) - set(PARAM_SHAPES), set(PARAM_SHAPES) - set(shapes)
-    problems = []
-    if extra:
-        problems.append(f"有约定之外的参数 {sorted(extra)}")
-    if absent:
-        problems.append(f"缺少参数 {sorted(absent)}")
-    problems += [f"{name} 的形状应该是 {want}，你的是 {shapes[name]}"
-                 for name, want in PARAM_SHAPES.items() if name in shapes and shapes[name] != want]
-    try:
-        expect_true(not problems,
-                    f"{CLASS}({D_MODEL}, {NUM_HEADS}, {D_LATENT}) 的参数与约定不一致：{'；'.join(problems)}",
-                    {"param_shapes": shapes})
-    except CheckFailed as failure:
-        wrong_shapes = any(name in shapes and shapes[name] != want for name, want in PARAM_SHAPES.items())
-        name = None if wrong_shapes else keys_diagnosis(extra, absent)
-        raise named(failure, VARIANTS.get(name)) from None
+    expect_parameters(run.param_shapes, pinned_shapes(D_MODEL, D_LATENT), f"{CLASS}({D_MODEL}, {NUM_HEADS}, {D_LATENT})",
+                      keys=KEY_MISTAKES)
 
 
 def expect_forward(student, weights, x, mask, tol, num_heads=NUM_HEADS, d_latent=D_LATENT, dtype=torch.float64,
@@ -330,22 +286,14 @@ def expect_forward(student, weights, x, mask, tol, num_heads=NUM_HEADS, d_latent
         expected = reference_module(weights, d_model, num_heads, d_latent, dtype)(*args)
     run = student.module(CLASS, (d_model, num_heads, d_latent), state_dict=weights, dtype=dtype,
                          method="forward", args=args)
-    expect_loaded(run)
-    try:
-        expect_module_matches(run, {"outputs": expected, "input_grads": [], "param_grads": {}}, tol, CLASS)
-    except CheckFailed as failure:
-        name = module_diagnosis(run.outputs, expected, weights, x, mask, num_heads, tol)
-        if name is not None:
-            raise named(failure, VARIANTS[name]) from None
-        out = first_out(run.outputs)
-        if causal and out is not None and not same_values(out, expected[0], tol):
-            def rerun(x2):
-                again = student.module(CLASS, (d_model, num_heads, d_latent), state_dict=weights, dtype=dtype,
-                                       method="forward", args=(x2, mask))
-                return first_out(again.outputs)
 
-            failure = with_causality(failure, out, expected[0], x, rerun)
-        raise failure from None
+    def rerun(x2):
+        again = student.module(CLASS, (d_model, num_heads, d_latent), state_dict=weights, dtype=dtype,
+                               method="forward", args=(x2, mask))
+        return first_out(again.outputs)
+
+    expect_module_matches(run, {"outputs": expected}, tol, CLASS, variants=forward_variants(weights, x, mask, num_heads),
+                          hint=causality_hint(x, rerun) if causal else None, keys=KEY_MISTAKES)
 
 
 @check("mla_module", points=1.5)
@@ -368,7 +316,7 @@ def forward_out(student, weights64, x64, mask):
         expected, _ = reference_module(weights64)(x64, mask)
     run = student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64,
                          method="forward", args=(x64, mask))
-    expect_loaded(run)
+    expect_weights_loaded(run, CLASS, keys=KEY_MISTAKES)
     out = run.outputs[0] if isinstance(run.outputs, (tuple, list)) and len(run.outputs) == 2 else run.outputs
     return out, expected
 
@@ -386,34 +334,26 @@ def test_module_additive_mask(student, weights64, x64, rng):
     """任意的加性掩码（不是因果掩码：有 -inf，也有非 0 的有限值）加在缩放后的分数上，out 与参考实现一致（float64）"""
     mask = random_additive_mask(rng, SEQ, torch.float64)
     out, expected = forward_out(student, weights64, x64, mask)
-    try:
-        expect_close(out, expected, F64, "forward 返回的第 1 个值（out）")
-    except CheckFailed as failure:
-        name = out_diagnosis(out, expected, weights64, x64, mask, NUM_HEADS, F64, MODULE_VARIANTS)
-        if name is not None:
-            raise named(failure, VARIANTS[name]) from None
-        if isinstance(out, torch.Tensor) and out.shape == expected.shape:
-            without = student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64,
-                                     dtype=torch.float64, method="forward", args=(x64,))
-            failure = with_mask_effect(failure, out, first_out(without.outputs))
-        raise failure from None
+
+    def without_mask():
+        return first_out(student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64,
+                                        dtype=torch.float64, method="forward", args=(x64,)).outputs)
+
+    expect_close(out, expected, F64, "forward 返回的第 1 个值（out）",
+                 variants=lambda: attention_variants(weights64, x64, mask, NUM_HEADS, MODULE_VARIANTS),
+                 hint=mask_effect_hint(without_mask))
 
 
 @check("mla_module", points=1)
 def test_module_float32_no_mask(student, rng):
     """float32、不加掩码（mask=None，双向注意力）时，返回的 out 和 c_kv 都与参考实现一致"""
     d_model, num_heads, d_latent = 32, 4, 12  # d_head = 8
-    weights = random_weights(rng, d_model, d_latent, torch.float32)
+    weights = random_weights(rng, pinned_shapes(d_model, d_latent), torch.float32)
     x = torch.randn(2, 9, d_model, generator=rng)
     expect_forward(student, weights, x, None, F32_ATTN, num_heads, d_latent, dtype=torch.float32)
 
 
 # --- byte counts: a typed or returned number, and the slips that give it -------------------------------
-
-
-def close(actual, value) -> bool:
-    return (isinstance(actual, (int, float)) and not isinstance(actual, bool) and math.isfinite(actual)
-            and abs(actual - value) <= 5e-4 * max(abs(value), 1e-12))
 
 
 def unit_slips(right: int, bytes_per_element: int = 2) -> dict:
@@ -423,27 +363,13 @@ def unit_slips(right: int, bytes_per_element: int = 2) -> dict:
             "mb_not_bytes": right / 1e6}
 
 
-def slip_matches(actual, right, slips: dict) -> list[str]:
-    return [name for name, value in slips.items() if value != right and close(actual, value)]
-
-
-def expect_int_named(actual, expected: int, what: str, diagnose):
-    """An integer answer; on failure, `diagnose()` names the catalogued slip that gives the student's number."""
-    try:
-        expect_int(actual, expected, what)
-    except CheckFailed as failure:
-        raise named(failure, VARIANTS.get(diagnose())) from None
-
-
 # --- mla_cache ------------------------------------------------------------------------------------
 
 
 @pytest.fixture
 def cache_config(rng):
-    def pick(low, high):
-        return int(torch.randint(low, high, (1,), generator=rng))
-
-    return {"batch": pick(2, 9), "seq_len": pick(100, 5000), "d_latent": 64 * pick(2, 9), "d_rope": 16 * pick(1, 5)}
+    return {"batch": randint(rng, 2, 9), "seq_len": randint(rng, 100, 5000), "d_latent": 64 * randint(rng, 2, 9),
+            "d_rope": 16 * randint(rng, 1, 5)}
 
 
 def cache_slips(batch, seq_len, d_latent, d_rope=0, bytes_per_element=2, num_layers=1) -> dict:
@@ -459,8 +385,8 @@ def cache_slips(batch, seq_len, d_latent, d_rope=0, bytes_per_element=2, num_lay
 
 
 def expect_cache_bytes(actual, what, *args, **kwargs):
-    right = ref.mla_cache_bytes(*args, **kwargs)
-    expect_int_named(actual, right, what, lambda: only(slip_matches(actual, right, cache_slips(*args, **kwargs))))
+    expect_int(actual, ref.mla_cache_bytes(*args, **kwargs), what,
+               variants=lambda: list(cache_slips(*args, **kwargs).items()))
 
 
 @check("mla_cache", points=1)
@@ -484,7 +410,7 @@ def test_cache_with_rope_key(student, cache_config):
 def test_cache_bytes_and_layers(student, cache_config, rng):
     """mla_cache_bytes 使用传入的 bytes_per_element 和 num_layers（FP32、多层）"""
     c = cache_config
-    num_layers = int(torch.randint(3, 61, (1,), generator=rng))
+    num_layers = randint(rng, 3, 61)
     num_layers += num_layers == 4  # with 4 bytes, 4 layers: a forgotten num_layers looks like counted elements
     expect_cache_bytes(student.call("mla_cache_bytes", c["batch"], c["seq_len"], c["d_latent"], d_rope=0,
                                     bytes_per_element=4, num_layers=num_layers),
@@ -525,35 +451,32 @@ def hand_slips(name: str, answers: dict, inputs: dict) -> dict:
     return slips
 
 
-def hand_diagnosis(student, name: str, actual, answers: dict, inputs: dict) -> str | None:
-    """The slip that gives the student's `name`. Two slips with the same number (twice the MLA cache: FP32, or
-    the latent for K and V; half the MHA cache: K only, or elements for bytes): a unit slip is named only when
-    another answer of the student shows it, and only it, too; else the one slip that is not about units."""
-    matches = slip_matches(actual, answers[name], hand_slips(name, answers, inputs))
-    if len(matches) <= 1:
-        return only(matches)
+def hand_variants(student, name: str, actual, answers: dict, inputs: dict) -> list:
+    """The slips that may name the student's `name`. Two slips with the same number (twice the MLA cache: FP32, or
+    the latent for K and V; half the MHA cache: K only, or elements for bytes): a unit slip stays only when another
+    answer of the student shows it, and only it, too; else the one slip that is not about units."""
+    slips = hand_slips(name, answers, inputs)
+    matching = [n for n, value in slips.items() if match_variant(actual, answers[name], [(n, value)], number_close())]
+    if len(matching) <= 1:
+        return list(slips.items())
 
     def shown_elsewhere(unit):
         for other in HAND_NAMES:
-            if other == name:
-                continue
-            try:
-                value = student.variable(other)
-            except CheckFailed:
-                continue
-            if slip_matches(value, answers[other], hand_slips(other, answers, inputs)) == [unit]:
+            value = None if other == name else attempt(student.variable, other)
+            shown = match_variant(value, answers[other], list(hand_slips(other, answers, inputs).items()),
+                                  number_close()) if value is not None else None
+            if shown is not None and shown.name == unit:
                 return True  # that answer shows this unit slip, and nothing else
         return False
 
-    confirmed = [m for m in matches if m in UNIT_SLIPS and shown_elsewhere(m)]
-    if confirmed:
-        return only(confirmed)
-    return only([m for m in matches if m not in UNIT_SLIPS])
+    keep = [m for m in matching if m in UNIT_SLIPS and shown_elsewhere(m)] or [m for m in matching
+                                                                              if m not in UNIT_SLIPS]
+    return [(n, value) for n, value in slips.items() if n in keep]
 
 
 def expect_hand(student, name, answers, inputs):
     actual = student.variable(name)
-    expect_int_named(actual, answers[name], name, lambda: hand_diagnosis(student, name, actual, answers, inputs))
+    expect_int(actual, answers[name], name, variants=lambda: hand_variants(student, name, actual, answers, inputs))
 
 
 @check("mla_comparison", points=0.5)
@@ -580,7 +503,8 @@ def test_hand_mla_bytes(student, answers, inputs):
 def expect_absorbed(student, weights64, x64, mask):
     """The student's absorbed forward, on their own module loaded with the reference weights, gives the reference's out."""
     # the bonus runs on the student's own module: first make sure the weights load into it by name
-    expect_loaded(student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64))
+    expect_weights_loaded(student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64,
+                                         dtype=torch.float64), CLASS, keys=KEY_MISTAKES)
     with torch.no_grad():
         expected, _ = reference_module(weights64)(x64, mask)
     mla = module_arg(CLASS, D_MODEL, NUM_HEADS, D_LATENT, state_dict=weights64, dtype=torch.float64)
@@ -588,16 +512,9 @@ def expect_absorbed(student, weights64, x64, mask):
     def absorbed(x):
         return student.call("mla_absorbed_forward", *((mla, x) if mask is None else (mla, x, mask)))
 
-    actual = absorbed(x64)
-    try:
-        expect_close(actual, expected, F64, "mla_absorbed_forward 的输出")
-    except CheckFailed as failure:
-        name = out_diagnosis(actual, expected, weights64, x64, mask, NUM_HEADS, F64, ABSORBED_VARIANTS)
-        if name is not None:
-            raise named(failure, VARIANTS[name]) from None
-        if mask is not None and isinstance(actual, torch.Tensor) and not same_values(actual, expected, F64):
-            failure = with_causality(failure, actual, expected, x64, absorbed)
-        raise failure from None
+    expect_close(absorbed(x64), expected, F64, "mla_absorbed_forward 的输出",
+                 variants=lambda: attention_variants(weights64, x64, mask, NUM_HEADS, ABSORBED_VARIANTS),
+                 hint=causality_hint(x64, absorbed) if mask is not None else None)
 
 
 def absorbed_latents(student, weights64, x64, mask):
@@ -618,7 +535,8 @@ def absorbed_latents(student, weights64, x64, mask):
 @check("mla_bonus", points=1)
 def test_absorbed_latent_queries_float64(student, weights64, x64):
     """mla_absorbed_latents 返回的 q_latent（吸收了 W_k_up 的查询，[B, H, S, d_latent]）与参考一致（float64）"""
-    expect_loaded(student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64))
+    expect_weights_loaded(student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64,
+                                         dtype=torch.float64), CLASS, keys=KEY_MISTAKES)
     (q_latent, _), (expected, _) = absorbed_latents(student, weights64, x64, None)
     expect_close(q_latent, expected, F64, "q_latent")
 

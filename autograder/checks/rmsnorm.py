@@ -4,52 +4,52 @@ Inputs: batch >= 2 with different rows; random, non-unit gamma; small-scale inpu
 (mean(x^2) ~ 1e-4) so that where eps sits changes the result by far more than the tolerance; a
 non-default eps (1e-3) for the function and for the module's constructor.
 
-When a check fails, the same inputs and weights go through the catalogued variants (VARIANTS, computed
-here from the formulas in float64); a match names the mistake. The hand answers are compared with the
-slips of `solutions.rmsnorm.hand_slips`. Module mistakes in the parameters (an extra beta, gamma under
-another name, gamma not a Parameter) are named from the state dict's keys; gamma not initialised to ones
-from behaviour (a fresh module's output against gamma = ones), never from the values the module reports. When nothing matches, the message localises the fault with a property of the output (is it
-x·gamma times one factor per token? does changing one token change the others?).
+Diagnosis (autograder.checks): the catalogued formula slips are computed here in float64 on the same inputs
+(formula_variants); the hand answers are compared with the slips of `solutions.rmsnorm.hand_slips`. Module
+mistakes in the parameters (an extra beta, gamma under another name, gamma not a Parameter) are named from the
+parameter keys (key_mistakes); gamma not initialised to ones from behaviour (a fresh module's output against
+gamma = ones), never from the values the module reports. When nothing matches, the message localises the fault
+with a property of the output (is it x·gamma times one factor per token? does changing one token change the
+others?).
 """
-
-import math
 
 import pytest
 import torch
 
 from autograder.checks import (
-    F32, F64, HAND, CheckFailed, Tol, check, expect_close, expect_float64_precision, expect_module_matches,
-    expect_number, expect_numbers, expect_true, expect_weights_loaded, run_reference, same_values,
+    F32, F64, HAND, ParamKeys, Tol, attempt, check, close_number, expect_close, expect_float64_precision,
+    expect_module_matches, expect_number, expect_numbers, expect_parameters, expect_true, expect_weights_loaded,
+    is_number, reference_with, run_reference, same_values,
 )
-from autograder.checks.diagnosis import PRECISION, Variant, catalogue, named
+from autograder.checks.diagnosis import PRECISION, Variant, catalogue
 from solutions import rmsnorm as ref
 from solutions.student_params import student_params
 
 VARIANTS = catalogue(
     Variant("no_sqrt", "你算的是均方 mean(x²)，漏了开根号（有的资料把公式写成 (1/d)·Σx²，那是“均方”，不是“均方根”）；"
-                       "应该是 rms = sqrt(mean(x²) + eps)，输出 x / rms · gamma"),
+                       "应该是 rms = sqrt(mean(x²) + eps)，输出 x / rms · gamma", title="漏了开根号"),
     Variant("sum_not_mean", "你用的是平方和 Σx²（即除以 L2 范数 ‖x‖），而不是平方的平均 (1/d)·Σx²，结果差了 sqrt(d) 倍；"
-                            "应该先求平均再开根号：rms = sqrt(mean(x²) + eps)"),
+                            "应该先求平均再开根号：rms = sqrt(mean(x²) + eps)", title="用了平方和而不是平均"),
     Variant("layernorm", "你先减去了均值，这是 LayerNorm 的做法 (x − μ) / σ；RMSNorm 不减均值，"
-                         "直接用 x / sqrt(mean(x²) + eps) · gamma"),
-    Variant("gamma_missing", "输出没有乘 gamma；RMSNorm 的输出是 x / rms · gamma，要沿最后一维逐维乘上缩放向量 gamma"),
+                         "直接用 x / sqrt(mean(x²) + eps) · gamma", title="减了均值（LayerNorm）"),
+    Variant("gamma_missing", "输出没有乘 gamma；RMSNorm 的输出是 x / rms · gamma，要沿最后一维逐维乘上缩放向量 gamma", title="没有乘 gamma"),
     Variant("eps_outside_root", "eps 加在了根号外面（sqrt(mean(x²)) + eps）；本作业约定 eps 在根号里面："
-                                "rms = sqrt(mean(x²) + eps)，输入很小时两者差别明显"),
+                                "rms = sqrt(mean(x²) + eps)，输入很小时两者差别明显", title="eps 加在了根号外"),
     Variant("no_eps", "计算 rms 时没有加 eps；应该是 rms = sqrt(mean(x²) + eps)：eps 让全零输入不会除以 0，"
-                      "输入很小时它也会改变结果"),
+                      "输入很小时它也会改变结果", title="没有加 eps"),
     Variant("ignores_eps_argument", "没有使用传入的 eps（用了写死的常数，或者模块的 forward 没有把 self.eps 传下去）；"
-                                    "rms_norm 要用参数 eps，RMSNorm 要用构造时传入的 eps"),
+                                    "rms_norm 要用参数 eps，RMSNorm 要用构造时传入的 eps", title="没有使用传入的 eps"),
     Variant("mean_over_all_elements", "平方的平均是对整个张量求的（torch.mean 没有指定 dim），不同的 token 互相影响了；"
-                                      "应该只沿最后一维求：torch.mean(x * x, dim=-1, keepdim=True)，每个 token 各自归一化"),
+                                      "应该只沿最后一维求：torch.mean(x * x, dim=-1, keepdim=True)，每个 token 各自归一化", title="平均没有只沿最后一维"),
     PRECISION,
-    Variant("extra_beta", "模块里多了一个偏置参数（LayerNorm 的 β）；RMSNorm 只有缩放向量 gamma，没有 β"),
+    Variant("extra_beta", "模块里多了一个偏置参数（LayerNorm 的 β）；RMSNorm 只有缩放向量 gamma，没有 β", title="多了偏置参数 β"),
     Variant("gamma_renamed", "缩放向量的参数名不是 gamma（torch 的 nn.RMSNorm 和 Hugging Face 的 LlamaRMSNorm 叫它 "
-                             "weight）；本作业的参数名固定为 gamma，评分时按名字加载权重，名字不对就加载不进去"),
+                             "weight）；本作业的参数名固定为 gamma，评分时按名字加载权重，名字不对就加载不进去", title="参数名不是 gamma"),
     Variant("gamma_not_parameter", "gamma 不是模块的 nn.Parameter（写成了普通张量属性、注册成了 buffer，或者没有创建）："
                                    "这样它不在 parameters() 里，得不到梯度，也不会被训练；"
-                                   "应该写 self.gamma = nn.Parameter(torch.ones(d_model))"),
+                                   "应该写 self.gamma = nn.Parameter(torch.ones(d_model))", title="gamma 不是 nn.Parameter"),
     Variant("gamma_init_not_ones", "gamma 没有初始化为全 1；应该用 torch.ones(d_model)，这样刚初始化的 RMSNorm "
-                                   "只做归一化，不改变各维的尺度"),
+                                   "只做归一化，不改变各维的尺度", title="gamma 没有初始化为全 1"),
 )
 
 HARD_CODED_EPS = (1e-5, 1e-6)  # what a student who ignores the eps argument typically writes
@@ -72,7 +72,7 @@ def small_x64(rng):
     return 0.01 * torch.randn(3, 5, 24, generator=rng, dtype=torch.float64)
 
 
-# --- naming the mistake: function and module outputs ------------------------------------------------
+# --- the variants' formulas and the localisation -----------------------------------------------------
 
 
 def formula_variants(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> list[tuple[str, torch.Tensor]]:
@@ -94,194 +94,105 @@ def formula_variants(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> list[t
     ] + [("ignores_eps_argument", x / torch.sqrt(ms + e) * g) for e in HARD_CODED_EPS if e != eps]
 
 
-def diagnose_output(actual, x: torch.Tensor, gamma: torch.Tensor, eps: float, expected: torch.Tensor,
-                    tol: Tol) -> Variant | None:
-    """The one catalogued variant that `actual` matches (variants that equal the right answer on these
-    inputs are left out: they cannot be told apart here), else None."""
-    matched = {name for name, candidate in formula_variants(x, gamma, eps)
-               if not same_values(candidate, expected, tol) and same_values(actual, candidate, tol)}
-    return VARIANTS[matched.pop()] if len(matched) == 1 else None
-
-
-def output_property(actual, expected: torch.Tensor, x: torch.Tensor, gamma: torch.Tensor, eps: float,
-                    tol: Tol) -> str:
-    """Where a wrong output goes wrong, from the output alone (no hidden values), or ''."""
-    if not (isinstance(actual, torch.Tensor) and actual.shape == x.shape and actual.dtype.is_floating_point
-            and bool(torch.isfinite(actual).all())) or same_values(actual, expected, tol):
-        return ""  # not a tensor of the right shape, or the values are right and only the dtype is not
-    a, xd, g = actual.detach().double(), x.double(), gamma.double()
-    low_precision = actual.dtype != torch.float64 or torch.equal(a, a.float().double())  # computed in float32
-    precision = 1e-4 if low_precision else max(100 * tol.rtol, 1e-8)
-
-    def one_factor_per_token(ratio):
-        spread = ratio.amax(dim=-1) - ratio.amin(dim=-1)
-        return bool((spread <= precision * ratio.abs().amax(dim=-1)).all())
-
-    factor = a / (xd * g)
-    if one_factor_per_token(factor):
-        right = 1 / torch.sqrt((xd * xd).mean(dim=-1) + eps)
-        ratio = factor.mean(dim=-1) / right
-        size = "整体偏大" if bool((ratio > 1).all()) else "整体偏小" if bool(((ratio > 0) & (ratio < 1)).all()) else ""
-        return (f"每个 token 的输出都是 x·gamma 乘同一个系数（这一点是对的），但这个系数不等于 1 / rms"
-                f"{'（' + size + '）' if size else ''}：检查 rms = sqrt(mean(x²) + eps) 的计算，以及是不是除以 rms")
-    if one_factor_per_token(a / xd):
-        return "每个 token 的输出与 x 成比例，但没有正确地逐维乘上 gamma"
-    return ("在同一个 token 里，输出 / (x·gamma) 不是同一个数：RMSNorm 对每个 token 只做一次整体缩放、再逐维乘 gamma，"
-            "不应该改变各维之间的比例（检查是否减了均值，mean 是否只沿最后一维求）")
-
-
-def localised(failure: CheckFailed, hint: str) -> CheckFailed:
-    return CheckFailed(f"{failure.message}。{hint}", dict(failure.details, hint=hint)) if hint else failure
-
-
-def expect_output(actual, expected: torch.Tensor, x: torch.Tensor, gamma: torch.Tensor, eps: float, tol: Tol,
-                  what: str = "输出", tokens_mixed=None):
-    """expect_close; on failure, name the matching variant, or localise the fault. `tokens_mixed()` (optional)
-    is one extra probe: does changing one token change the other tokens' outputs?"""
-    try:
-        expect_close(actual, expected, tol, what)
-    except CheckFailed as failure:
-        variant = diagnose_output(actual, x, gamma, eps, expected, tol)
-        if variant is not None:
-            raise named(failure, variant) from None
-        hint = ""
-        if tokens_mixed is not None and isinstance(actual, torch.Tensor) and actual.shape == x.shape \
-                and tokens_mixed(actual):
-            hint = ("改变一个 token，其他 token 的输出也跟着变了：每个 token 应该只按自己的最后一维归一化"
+def output_property(x: torch.Tensor, gamma: torch.Tensor, eps: float, tol: Tol, student=None):
+    """hint(actual, expected): where a wrong output goes wrong, from the output alone (no hidden values), and
+    with `student`, one extra probe (does changing one token change the other tokens' outputs?)."""
+    def hint(actual, expected) -> str:
+        if not (isinstance(actual, torch.Tensor) and actual.shape == x.shape and actual.dtype.is_floating_point
+                and bool(torch.isfinite(actual).all())) or same_values(actual, expected, tol):
+            return ""  # not a tensor of the right shape, or the values are right and only the dtype is not
+        if student is not None and tokens_mixed(student, actual, x, gamma, eps, tol):
+            return ("改变一个 token，其他 token 的输出也跟着变了：每个 token 应该只按自己的最后一维归一化"
                     "（torch.mean 要写 dim=-1, keepdim=True）")
-        raise localised(failure, hint or output_property(actual, expected, x, gamma, eps, tol)) from None
+        a, xd, g = actual.detach().double(), x.double(), gamma.double()
+        low_precision = actual.dtype != torch.float64 or torch.equal(a, a.float().double())  # computed in float32
+        precision = 1e-4 if low_precision else max(100 * tol.rtol, 1e-8)
+
+        def one_factor_per_token(ratio):
+            spread = ratio.amax(dim=-1) - ratio.amin(dim=-1)
+            return bool((spread <= precision * ratio.abs().amax(dim=-1)).all())
+
+        factor = a / (xd * g)
+        if one_factor_per_token(factor):
+            right = 1 / torch.sqrt((xd * xd).mean(dim=-1) + eps)
+            ratio = factor.mean(dim=-1) / right
+            size = "整体偏大" if bool((ratio > 1).all()) else "整体偏小" if bool(((ratio > 0) & (ratio < 1)).all()) else ""
+            return (f"每个 token 的输出都是 x·gamma 乘同一个系数（这一点是对的），但这个系数不等于 1 / rms"
+                    f"{'（' + size + '）' if size else ''}：检查 rms = sqrt(mean(x²) + eps) 的计算，以及是不是除以 rms")
+        if one_factor_per_token(a / xd):
+            return "每个 token 的输出与 x 成比例，但没有正确地逐维乘上 gamma"
+        return ("在同一个 token 里，输出 / (x·gamma) 不是同一个数：RMSNorm 对每个 token 只做一次整体缩放、再逐维乘 gamma，"
+                "不应该改变各维之间的比例（检查是否减了均值，mean 是否只沿最后一维求）")
+    return hint
 
 
-def token_probe(student, x: torch.Tensor, gamma: torch.Tensor, eps: float, tol: Tol):
-    """`tokens_mixed(actual)`: rms_norm again with the first token changed; did any other token's output move?"""
-    def tokens_mixed(actual: torch.Tensor) -> bool:
-        changed = x.clone()
-        changed[(0,) * (x.dim() - 1)] = 7 * x[(0,) * (x.dim() - 1)].flip(-1)
-        try:
-            again = student.call("rms_norm", changed, gamma, eps)
-        except CheckFailed:
-            return False
-        if not isinstance(again, torch.Tensor) or again.shape != x.shape or not again.dtype.is_floating_point:
-            return False
-        others_before, others_after = actual.reshape(-1, x.shape[-1])[1:], again.reshape(-1, x.shape[-1])[1:]
-        return not same_values(others_after, others_before.double(), tol)
-    return tokens_mixed
+def tokens_mixed(student, actual: torch.Tensor, x: torch.Tensor, gamma: torch.Tensor, eps: float, tol: Tol) -> bool:
+    """rms_norm again with the first token changed: did any other token's output move?"""
+    changed = x.clone()
+    changed[(0,) * (x.dim() - 1)] = 7 * x[(0,) * (x.dim() - 1)].flip(-1)
+    again = attempt(student.call, "rms_norm", changed, gamma, eps)
+    if not isinstance(again, torch.Tensor) or again.shape != x.shape or not again.dtype.is_floating_point:
+        return False
+    others_before, others_after = actual.reshape(-1, x.shape[-1])[1:], again.reshape(-1, x.shape[-1])[1:]
+    return not same_values(others_after, others_before.double(), tol)
 
 
-# --- naming the mistake: the module's parameters ----------------------------------------------------
+def key_mistakes(d_model: int) -> dict:
+    """The parameter mistakes, recognised from the module's parameter names (and, after a backward, its grads)."""
+    def renamed(k: ParamKeys) -> bool:
+        return "gamma" not in k.shapes and len(k.shapes) == 1 and list(k.shapes.values())[0] == [d_model]
+
+    def extra_beta(k: ParamKeys) -> bool:
+        extra = set(k.shapes) - {"gamma"}
+        return "gamma" in k.shapes and bool(extra) and all("beta" in n.lower() or "bias" in n.lower() for n in extra)
+
+    def not_parameter(k: ParamKeys) -> bool:  # no parameter at all, or gamma loaded (a buffer) but got no gradient
+        return not k.shapes or (k.grads is not None and not k.extra and "gamma" not in k.grads)
+
+    return {"gamma_renamed": renamed, "extra_beta": extra_beta, "gamma_not_parameter": not_parameter}
 
 
-def parameter_variant(param_shapes: dict, d_model: int) -> Variant | None:
-    """The catalogued mistake that the module's state dict keys show, else None."""
-    own = set(param_shapes)
-    if not own:
-        return VARIANTS["gamma_not_parameter"]
-    if "gamma" not in own:
-        if len(own) == 1 and list(param_shapes.values())[0] == [d_model]:
-            return VARIANTS["gamma_renamed"]
-        return None
-    extra = own - {"gamma"}
-    if extra and all("beta" in k.lower() or "bias" in k.lower() for k in extra):
-        return VARIANTS["extra_beta"]
-    return None
-
-
-def load_failed(run) -> bool:
-    return bool(run.load_error or run.missing_keys or run.unexpected_keys)
-
-
-def expect_module_output(run, expected: torch.Tensor, x: torch.Tensor, gamma: torch.Tensor, eps: float, tol: Tol,
-                         d_model: int):
+def expect_module_output(run, expected, x, gamma, eps, tol, d_model):
     """A forward-only module check: the output is right (the given gamma may fail to load only when that does
-    not change the output, e.g. an extra beta that stays zero); on failure, name or localise."""
-    if run.load_error:
-        try:
-            expect_weights_loaded(run, "RMSNorm")
-        except CheckFailed as failure:
-            raise named(failure, parameter_variant(run.param_shapes, d_model)) from None
-    if not load_failed(run):
-        expect_output(run.outputs, expected, x, gamma, eps, tol)
-        return
-    try:
-        expect_close(run.outputs, expected, tol)
-    except CheckFailed as failure:
-        # the given gamma did not load: the output says nothing about the formula
-        variant = parameter_variant(run.param_shapes, d_model)
-        if variant is not None:
-            raise named(failure, variant) from None
-        raise localised(failure, "给定的 gamma 没有加载进你的模块（参数名与约定不一致："
-                                 f"你的模块的参数是 {sorted(run.param_shapes)}，约定只有 gamma）") from None
+    not change the output, e.g. an extra beta that stays zero)."""
+    expect_module_matches(run, {"outputs": expected}, tol, "RMSNorm", variants=lambda: formula_variants(x, gamma, eps),
+                          hint=output_property(x, gamma, eps, tol), keys=key_mistakes(d_model), unloaded_ok=True)
 
 
 # --- rmsnorm_hand ---------------------------------------------------------------------------------
 
-SLIP_REL = 2 * HAND  # a slip's answer typed to four significant figures
 
-
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _near(a: float, b: float, rel: float = SLIP_REL) -> bool:
-    return abs(a - b) <= rel * max(abs(b), 1e-300)
-
-
-def _numbers_near(actual, expected: list[float], rel: float = SLIP_REL) -> bool:
-    return (isinstance(actual, (list, tuple)) and len(actual) == len(expected)
-            and all(_number(a) and _near(a, e, rel) for a, e in zip(actual, expected)))
-
-
-def hand_slip(actual, key: str, right: dict, slips: dict) -> Variant | None:
-    """The one hand slip whose `key` answer `actual` matches (slips that give the right answer left out)."""
-    if key == "rms":
-        near = lambda value, target: _number(value) and _near(value, target)  # noqa: E731
-    else:
-        near = _numbers_near
-    matched = {name for name, answer in slips.items()
-               if not near(answer[key], right[key]) and near(actual, answer[key])}
-    return VARIANTS[matched.pop()] if len(matched) == 1 else None
+def hand_output_property(student, inputs: dict, right: dict):
+    """hint(actual, expected): is the wrong output x / rms · gamma with the student's own rms? Is their rms right?"""
+    def hint(actual, expected) -> str:
+        if not (isinstance(actual, (list, tuple)) and len(actual) == len(inputs["x"]) and all(map(is_number, actual))):
+            return ""
+        rms = attempt(student.variable, "rms")
+        if not is_number(rms) or rms == 0:
+            return ""
+        if close_number(rms, right["rms"], 2 * HAND):
+            return "你的 rms 是对的，问题出在 output = x / rms · gamma 这一步"
+        if close_number(actual, [v / rms * g for v, g in zip(inputs["x"], inputs["gamma"])], 2 * HAND):
+            return "你的 output 与你自己的 rms 一致（x / rms · gamma 这一步是对的），问题出在 rms"
+        return ""
+    return hint
 
 
 @check("rmsnorm_hand", points=1)
 def test_hand_rms(student, hand):
     """手算的 rms 与按你的学号算出的答案一致（4 位有效数字）"""
     _, right, slips = hand
-    actual = student.variable("rms")
-    try:
-        expect_number(actual, right["rms"], "rms")
-    except CheckFailed as failure:
-        raise named(failure, hand_slip(actual, "rms", right, slips)) from None
+    expect_number(student.variable("rms"), right["rms"], "rms",
+                  variants=[(name, answer["rms"]) for name, answer in slips.items()])
 
 
 @check("rmsnorm_hand", points=1)
 def test_hand_output(student, hand):
     """手算的 output 与按你的学号算出的答案一致（4 位有效数字）"""
     inputs, right, slips = hand
-    actual = student.variable("output")
-    try:
-        expect_numbers(actual, right["output"], "output")
-    except CheckFailed as failure:
-        variant = hand_slip(actual, "output", right, slips)
-        if variant is not None:
-            raise named(failure, variant) from None
-        raise localised(failure, _hand_output_property(student, actual, inputs, right)) from None
-
-
-def _hand_output_property(student, actual, inputs: dict, right: dict) -> str:
-    """Is the wrong output x / rms · gamma with the student's own rms? Is their rms right?"""
-    if not (isinstance(actual, (list, tuple)) and len(actual) == len(inputs["x"]) and all(map(_number, actual))):
-        return ""
-    try:
-        rms = student.variable("rms")
-    except CheckFailed:
-        return ""
-    if not _number(rms) or rms == 0:
-        return ""
-    if _near(rms, right["rms"], HAND):
-        return "你的 rms 是对的，问题出在 output = x / rms · gamma 这一步"
-    if _numbers_near(actual, [v / rms * g for v, g in zip(inputs["x"], inputs["gamma"])], HAND):
-        return "你的 output 与你自己的 rms 一致（x / rms · gamma 这一步是对的），问题出在 rms"
-    return ""
+    expect_numbers(student.variable("output"), right["output"], "output",
+                   variants=[(name, answer["output"]) for name, answer in slips.items()],
+                   hint=hand_output_property(student, inputs, right))
 
 
 # --- rmsnorm_function -----------------------------------------------------------------------------
@@ -290,8 +201,9 @@ def _hand_output_property(student, actual, inputs: dict, right: dict) -> str:
 @check("rmsnorm_function", points=1)
 def test_function_float64_batched(student, small_x64, gamma64):
     """rms_norm 在 float64、多个 batch 维、小尺度输入上与参考实现一致"""
-    expect_output(student.call("rms_norm", small_x64, gamma64, 1e-6), ref.rms_norm(small_x64, gamma64, 1e-6),
-                  small_x64, gamma64, 1e-6, F64, tokens_mixed=token_probe(student, small_x64, gamma64, 1e-6, F64))
+    expect_close(student.call("rms_norm", small_x64, gamma64, 1e-6), ref.rms_norm(small_x64, gamma64, 1e-6), F64,
+                 variants=lambda: formula_variants(small_x64, gamma64, 1e-6),
+                 hint=output_property(small_x64, gamma64, 1e-6, F64, student))
 
 
 @check("rmsnorm_function", points=0.5)
@@ -304,8 +216,9 @@ def test_function_float64_precision(student, small_x64, gamma64):
 @check("rmsnorm_function", points=1)
 def test_function_uses_eps_argument(student, small_x64, gamma64):
     """rms_norm 使用传入的 eps（eps = 1e-3，在根号里面）"""
-    expect_output(student.call("rms_norm", small_x64, gamma64, eps=1e-3), ref.rms_norm(small_x64, gamma64, eps=1e-3),
-                  small_x64, gamma64, 1e-3, F64)
+    expect_close(student.call("rms_norm", small_x64, gamma64, eps=1e-3), ref.rms_norm(small_x64, gamma64, eps=1e-3),
+                 F64, variants=lambda: formula_variants(small_x64, gamma64, 1e-3),
+                 hint=output_property(small_x64, gamma64, 1e-3, F64))
 
 
 @check("rmsnorm_function", points=1)
@@ -313,7 +226,8 @@ def test_function_float32_default_eps(student, rng):
     """rms_norm 在 float32、默认 eps 下与参考实现一致，输出仍是 float32"""
     x = 3 * torch.randn(2, 7, 32, generator=rng)
     gamma = 0.5 + torch.rand(32, generator=rng)
-    expect_output(student.call("rms_norm", x, gamma), ref.rms_norm(x, gamma), x, gamma, 1e-6, F32)
+    expect_close(student.call("rms_norm", x, gamma), ref.rms_norm(x, gamma), F32,
+                 variants=lambda: formula_variants(x, gamma, 1e-6), hint=output_property(x, gamma, 1e-6, F32))
 
 
 @check("rmsnorm_function", points=0.5)
@@ -321,7 +235,8 @@ def test_function_single_vector(student, rng):
     """rms_norm 也适用于没有 batch 维的单个向量 [d]"""
     x = torch.randn(10, generator=rng, dtype=torch.float64)
     gamma = 0.5 + torch.rand(10, generator=rng, dtype=torch.float64)
-    expect_output(student.call("rms_norm", x, gamma, 1e-6), ref.rms_norm(x, gamma, 1e-6), x, gamma, 1e-6, F64)
+    expect_close(student.call("rms_norm", x, gamma, 1e-6), ref.rms_norm(x, gamma, 1e-6), F64,
+                 variants=lambda: formula_variants(x, gamma, 1e-6), hint=output_property(x, gamma, 1e-6, F64))
 
 
 # --- rmsnorm_module -------------------------------------------------------------------------------
@@ -330,13 +245,8 @@ def test_function_single_vector(student, rng):
 @check("rmsnorm_module", points=1)
 def test_module_parameters(student, rng):
     """RMSNorm(d_model) 只有一个参数 gamma，形状 [d_model]，初始化为全 1"""
-    run = student.module("RMSNorm", (24,))
-    try:
-        expect_true(run.param_shapes == {"gamma": [24]},
-                    f"RMSNorm(24) 的参数应该只有 gamma（形状 [24]），你的是 {run.param_shapes}",
-                    {"param_shapes": run.param_shapes})
-    except CheckFailed as failure:
-        raise named(failure, parameter_variant(run.param_shapes, 24)) from None
+    expect_parameters(student.module("RMSNorm", (24,)).param_shapes, {"gamma": [24]}, "RMSNorm(24)",
+                      keys=key_mistakes(24))
     # the initial gamma is judged by behaviour, never by the module's own state_dict() (which it can forge): a fresh
     # module's output is the reference's with gamma = ones, or (where the forward itself is wrong, which other checks
     # grade) the same module's output once ones are loaded into gamma
@@ -347,43 +257,31 @@ def test_module_parameters(student, rng):
     if isinstance(fresh, torch.Tensor) and same_values(fresh, expected, F32):
         return
     ones = student.module("RMSNorm", (24,), state_dict={"gamma": torch.ones(24)}, method="forward", args=(x,)).outputs
-    if isinstance(fresh, torch.Tensor) and isinstance(ones, torch.Tensor) and same_values(fresh, ones, F32) \
-            and torch.isfinite(fresh).all():
-        return
-    raise named(CheckFailed("RMSNorm(24) 刚构造出来时的输出与 gamma 为全 1 时不同：gamma 的初始值不是全 1"),
-                VARIANTS["gamma_init_not_ones"])
+    expect_true(isinstance(fresh, torch.Tensor) and isinstance(ones, torch.Tensor) and same_values(fresh, ones, F32)
+                and bool(torch.isfinite(fresh).all()),
+                "RMSNorm(24) 刚构造出来时的输出与 gamma 为全 1 时不同：gamma 的初始值不是全 1",
+                diagnosis="gamma_init_not_ones")
 
 
 @check("rmsnorm_module", points=1)
 def test_module_forward_backward_float64(student, small_x64, gamma64, rng):
     """加载给定的 gamma 后，forward 输出、输入的梯度和 gamma 的梯度都与参考实现一致（float64）"""
     grad = torch.randn(small_x64.shape, generator=rng, dtype=torch.float64)
-    reference = ref.RMSNorm(24).double()
-    reference.load_state_dict({"gamma": gamma64})
-    expected = run_reference(reference, (small_x64,), grad_outputs=[grad], requires_grad=[0])
+    expected = run_reference(reference_with(ref.RMSNorm(24), {"gamma": gamma64}, torch.float64), (small_x64,),
+                             grad_outputs=[grad], requires_grad=[0])
     run = student.module("RMSNorm", (24,), state_dict={"gamma": gamma64}, dtype=torch.float64, method="forward",
                          args=(small_x64,), grad_outputs=[grad], requires_grad=[0])
-    try:
-        expect_module_matches(run, expected, F64, "RMSNorm")
-    except CheckFailed as failure:
-        if load_failed(run):
-            raise named(failure, parameter_variant(run.param_shapes, 24)) from None
-        if failure.details.get("forward_correct"):
-            # gamma in the state dict but not among the parameters: a buffer
-            variant = VARIANTS["gamma_not_parameter"] if "gamma" not in run.param_grads else None
-            raise named(failure, variant) from None
-        expect_output(run.outputs, expected["outputs"], small_x64, gamma64, 1e-6, F64)  # names or localises
-        raise
+    expect_module_matches(run, expected, F64, "RMSNorm", variants=lambda: formula_variants(small_x64, gamma64, 1e-6),
+                          hint=output_property(small_x64, gamma64, 1e-6, F64), keys=key_mistakes(24))
 
 
 @check("rmsnorm_module", points=0.5)
 def test_module_float64_precision(student, small_x64, gamma64):
     """RMSNorm 对 float64 输入全程用 float64 计算：forward 与参考实现一致到 float64 的精度"""
-    reference = ref.RMSNorm(24).double()
-    reference.load_state_dict({"gamma": gamma64})
+    reference = reference_with(ref.RMSNorm(24), {"gamma": gamma64}, torch.float64)
     run = student.module("RMSNorm", (24,), state_dict={"gamma": gamma64}, dtype=torch.float64, method="forward",
                          args=(small_x64,))
-    expect_weights_loaded(run, "RMSNorm")
+    expect_weights_loaded(run, "RMSNorm", keys=key_mistakes(24))
     with torch.no_grad():
         expected = reference(small_x64)
     expect_float64_precision(run.outputs, expected, "RMSNorm 的输出")
@@ -394,21 +292,17 @@ def test_module_forward_float32(student, rng):
     """RMSNorm 在 float32 下 forward 与参考实现一致（默认 eps）"""
     x = 2 * torch.randn(4, 3, 16, generator=rng)
     gamma = 0.5 + torch.rand(16, generator=rng)
-    reference = ref.RMSNorm(16)
-    reference.load_state_dict({"gamma": gamma})
     run = student.module("RMSNorm", (16,), state_dict={"gamma": gamma}, method="forward", args=(x,))
     with torch.no_grad():
-        expected = reference(x)
+        expected = reference_with(ref.RMSNorm(16), {"gamma": gamma})(x)
     expect_module_output(run, expected, x, gamma, 1e-6, F32, 16)
 
 
 @check("rmsnorm_module", points=0.5)
 def test_module_uses_eps_argument(student, small_x64, gamma64):
     """RMSNorm(d_model, eps=1e-3) 在 forward 里使用构造时传入的 eps（float64，小尺度输入）"""
-    reference = ref.RMSNorm(24, eps=1e-3).double()
-    reference.load_state_dict({"gamma": gamma64})
     run = student.module("RMSNorm", (24,), {"eps": 1e-3}, state_dict={"gamma": gamma64}, dtype=torch.float64,
                          method="forward", args=(small_x64,))
     with torch.no_grad():
-        expected = reference(small_x64)
+        expected = reference_with(ref.RMSNorm(24, eps=1e-3), {"gamma": gamma64}, torch.float64)(small_x64)
     expect_module_output(run, expected, small_x64, gamma64, 1e-3, F64, 24)

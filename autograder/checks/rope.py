@@ -15,10 +15,11 @@ precompute_rope_freqs is called with its default dtype (float32) only; its float
 through rope_score, which calls it with dtype=q.dtype.
 
 When an output is wrong, it is compared (here, in the grader) with the known-wrong variants of VARIANTS
-on the same inputs (autograder.checks.diagnosis); a match names the mistake. Several slips give the same
-rope_score (a reversed rotation, cos/sin swapped in either function, pos_q and pos_k swapped; theta
-ignored in precompute_rope_freqs or not passed by rope_score): one extra probe of the student's own
-precompute_rope_freqs / apply_rotary_emb tells them apart, and nothing is named when it cannot. When
+on the same inputs (autograder.checks: a table is matched as a pair, the scores at every pair of positions
+together); a match names the mistake. Several slips give the same rope_score (a reversed rotation, cos/sin
+swapped in either function, pos_q and pos_k swapped; theta ignored in precompute_rope_freqs or not passed by
+rope_score): one extra probe of the student's own precompute_rope_freqs / apply_rotary_emb names the one
+candidate, and nothing is named when it cannot. When
 nothing matches, the message localises the fault with properties of the outputs: cos² + sin² = 1,
 position 0 and pair 0 of the table; norm preservation per position and position 0 = identity for the
 rotation; the relative-position invariance of the score (one extra probe, both positions shifted).
@@ -26,9 +27,9 @@ rotation; the relative-position invariance of the score (one extra probe, both p
 
 import torch
 
-from autograder.checks import (F32, F64, CheckFailed, Tol, check, expect_close, expect_float64_precision, expect_true,
-                               same_values)
-from autograder.checks.diagnosis import PRECISION, Variant, catalogue, named
+from autograder.checks import (F32, F64, Tol, attempt, check, expect_close, expect_equal, expect_float64_precision,
+                               expect_true, is_float_tensor, same_values)
+from autograder.checks.diagnosis import PRECISION, Variant, catalogue
 from autograder.checks.probes import describe_value
 from solutions import rope as ref
 
@@ -42,43 +43,60 @@ VARIANTS = catalogue(
     PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # precompute_rope_freqs
     Variant("positions_start_at_1", "你的 cos/sin 与「位置从 1 开始」一致：约定位置从 0 开始（torch.arange(seq_len)），"
-                                    "位置 0 的旋转角是 0，即 cos 全为 1、sin 全为 0"),
+                                    "位置 0 的旋转角是 0，即 cos 全为 1、sin 全为 0",
+            title="位置从 1 开始"),
     Variant("exponent_i_over_d", "你的频率与 θ^(-i/d) 一致（i 是维度对的编号 0, 1, …, d/2 − 1）：漏了因子 2，"
-                                 "约定是 θ^(-2i/d)；torch.arange(0, dim, 2) / dim 直接给出 2i/d"),
+                                 "约定是 θ^(-2i/d)；torch.arange(0, dim, 2) / dim 直接给出 2i/d",
+            title="频率指数漏了因子 2"),
     Variant("exponent_4i_over_d", "你的频率与 θ^(-4i/d) 一致：torch.arange(0, dim, 2) 给出的已经是 2i，不要再乘 2；"
-                                  "约定是 θ^(-2i/d)"),
+                                  "约定是 θ^(-2i/d)",
+            title="频率指数多乘了 2"),
     Variant("frequencies_inverted", "你的频率与 θ^(+2i/d) 一致：指数的符号反了。约定是 θ^(-2i/d)（即 1 / θ^(2i/d)），"
-                                    "第 0 对转得最快，越往后的维度对转得越慢"),
-    Variant("cos_sin_swapped", "你的 precompute_rope_freqs 返回的是 (sin, cos)：约定按 (cos, sin) 的顺序返回"),
+                                    "第 0 对转得最快，越往后的维度对转得越慢",
+            title="频率指数的符号反了"),
+    Variant("cos_sin_swapped", "你的 precompute_rope_freqs 返回的是 (sin, cos)：约定按 (cos, sin) 的顺序返回",
+            title="返回了 (sin, cos)"),
     Variant("theta_ignored", "你的 precompute_rope_freqs 没有使用参数 theta（一直按默认的 10000 计算）："
-                             "频率应该用传进来的 theta，即 theta ** (-2i / dim)"),
+                             "频率应该用传进来的 theta，即 theta ** (-2i / dim)",
+            title="没有使用 theta"),
     Variant("table_transposed", "你的 cos/sin 是正确表格的转置，形状成了 [dim // 2, seq_len]："
-                                "torch.outer 的参数顺序反了，应该是 torch.outer(positions, freqs)，得到 [seq_len, dim // 2]"),
+                                "torch.outer 的参数顺序反了，应该是 torch.outer(positions, freqs)，得到 [seq_len, dim // 2]",
+            title="cos/sin 表转置了"),
     Variant("dtype_argument_ignored", "你的 cos/sin 数值对，但 dtype 不是参数 dtype：precompute_rope_freqs 要按参数 dtype "
-                                      "返回（例如最后 .to(dtype)），默认 float32，dtype=torch.float64 时返回 float64"),
+                                      "返回（例如最后 .to(dtype)），默认 float32，dtype=torch.float64 时返回 float64",
+            title="没有使用参数 dtype"),
     # apply_rotary_emb
     Variant("half_split_pairing", "你的 RoPE 把第 i 维和第 i+d/2 维配成一对（Hugging Face 的 rotate_half 约定）；"
                                   "本作业要求相邻两维 (2i, 2i+1) 配对：x[..., 0::2] 和 x[..., 1::2] 是每一对的两个分量，"
                                   "旋转后再交错放回原位（两种配对是同一个想法的不同维度排列，权重按哪种训练就必须用哪种）",
-            convention=True),
+            convention=True,
+            title="前后两半配对（rotate_half）"),
     Variant("rotation_sign_flipped", "你的旋转方向反了（顺时针）：约定是 [x0·cos − x1·sin, x1·cos + x0·sin]，"
-                                     "检查 sin 前面的符号"),
+                                     "检查 sin 前面的符号",
+            title="旋转方向反了"),
     Variant("apply_cos_sin_swapped", "你的 apply_rotary_emb 把 cos 和 sin 用反了（该乘 cos 的地方乘了 sin）："
-                                     "约定是 [x0·cos − x1·sin, x1·cos + x0·sin]"),
+                                     "约定是 [x0·cos − x1·sin, x1·cos + x0·sin]",
+            title="旋转时 cos 和 sin 用反了"),
     Variant("cos_sin_unsqueezed", "你的输出多了一个长度为 1 的前导维度：cos/sin 不需要 unsqueeze(0)。"
-                                  "广播从右往左对齐，[seq_len, d_head // 2] 的 cos/sin 天然对齐 x 的最后两维"),
+                                  "广播从右往左对齐，[seq_len, d_head // 2] 的 cos/sin 天然对齐 x 的最后两维",
+            title="cos/sin 多加了维度"),
     Variant("rotated_along_heads", "你的 [B, H, S, D] 输入是按倒数第三维（头的编号）而不是倒数第二维（位置）旋转的："
                                    "输入约定是 [..., seq_len, d_head]，倒数第二维就是位置；不要按形状去猜布局，"
-                                   "也不要给 cos/sin 加维度"),
+                                   "也不要给 cos/sin 加维度",
+            title="沿头的维度旋转了"),
     Variant("output_dtype_not_restored", "你的输出数值对，但 bfloat16 输入返回的不是 bfloat16：半精度输入在 float32 中计算后，"
-                                         "要用 .to(x.dtype) 转回 x 的 dtype"),
+                                         "要用 .to(x.dtype) 转回 x 的 dtype",
+            title="输出没有转回输入的 dtype"),
     # rope_score
     Variant("score_theta_not_passed", "你的 precompute_rope_freqs 用了 theta，但 rope_score 调用它时没有把 theta 传进去"
-                                      "（按默认的 10000 算了）"),
+                                      "（按默认的 10000 算了）",
+            title="rope_score 没有传 theta"),
     Variant("score_ignores_positions", "你的分数等于 q·k，与位置无关：q 和 k 转了同样的角度（例如都用了第 pos_q 行的 cos/sin），"
-                                       "或者根本没有旋转。q 要用第 pos_q 行、k 要用第 pos_k 行的 cos/sin"),
+                                       "或者根本没有旋转。q 要用第 pos_q 行、k 要用第 pos_k 行的 cos/sin",
+            title="分数与位置无关"),
     Variant("score_positions_swapped", "你的分数等于把 q、k 的位置对调后的结果（你的 precompute_rope_freqs 和 "
-                                       "apply_rotary_emb 本身是对的）：q 要转到 pos_q，k 要转到 pos_k，检查是否用反了"),
+                                       "apply_rotary_emb 本身是对的）：q 要转到 pos_q，k 要转到 pos_k，检查是否用反了",
+            title="q、k 的位置用反了"),
 )
 
 
@@ -93,26 +111,8 @@ def random_theta(rng):
     return round(float(10 ** (2.5 + torch.rand(1, generator=rng, dtype=torch.float64))), 3)
 
 
-def localised(failure: CheckFailed, hint: str | None) -> CheckFailed:
-    """`failure` with a property of the output that locates the fault (nothing is named)."""
-    return CheckFailed(f"{failure.message}。{hint}", failure.details) if hint else failure
-
-
-def is_float_tensor(t, shape=None) -> bool:
-    return (isinstance(t, torch.Tensor) and t.dtype.is_floating_point and (shape is None or tuple(t.shape) == shape)
-            and bool(torch.isfinite(t).all()))
-
-
 def close(a, b, rtol, atol=None) -> bool:
     return bool(torch.allclose(a.double(), b.double(), rtol=rtol, atol=rtol if atol is None else atol))
-
-
-def probe(student, name, *args, **kwargs):
-    """One extra call for the diagnosis; None when it fails (the check's own failure is what is reported)."""
-    try:
-        return student.call(name, *args, **kwargs)
-    except CheckFailed:
-        return None
 
 
 # --- the variants, grader side only, float64 ------------------------------------------------------
@@ -129,8 +129,8 @@ def _table(angles):
     return angles.cos(), angles.sin()
 
 
-def table_variants(dim, seq_len, theta):
-    """(name, (cos, sin)) of the catalogued wrong tables, in float64."""
+def table_variants(dim, seq_len, theta, expected):
+    """(name, (cos, sin)) of the catalogued wrong tables, in float64, and the dtype not followed (a recogniser)."""
     a = _angles(dim, seq_len, theta)
     out = [
         ("positions_start_at_1", _table(_angles(dim, seq_len, theta, first_position=1))),
@@ -142,7 +142,12 @@ def table_variants(dim, seq_len, theta):
     ]
     if theta != 10000.0:
         out.append(("theta_ignored", _table(_angles(dim, seq_len, 10000.0))))
-    return out
+
+    def dtype_not_followed(result) -> bool:  # the values right up to float32 rounding, in another dtype
+        return (all(same_values(t, e, F32_LEVEL) for t, e in zip(result, expected))
+                and any(t.dtype != expected[0].dtype for t in result))
+
+    return out + [("dtype_argument_ignored", dtype_not_followed)]
 
 
 def _rotate(x, cos, sin, *, pairing="adjacent", sign=1.0, swap=False, heads_as_positions=False):
@@ -183,22 +188,9 @@ def expect_pair(result):
                 + (f"（{len(result)} 个值）" if isinstance(result, (tuple, list)) else ""))
 
 
-def table_diagnosis(result, expected, candidates, tol) -> str | None:
-    """The catalogued table `result` (cos, sin) matches, if any."""
-    def both(pair, t):
-        return all(same_values(result[i], pair[i], t) for i in range(2))
-
-    match_tol = Tol(max(tol.rtol, F32_LEVEL.rtol), max(tol.atol, F32_LEVEL.atol))
-    name = next((name for name, pair in candidates if both(pair, match_tol)), None)
-    if name:
-        return name
-    dtype = expected[0].dtype
-    if both(expected, F32_LEVEL):  # the values are right up to float32 rounding
-        if any(t.dtype != dtype for t in result):
-            return "dtype_argument_ignored"
-        if dtype == torch.float64:
-            return PRECISION.name
-    return None
+def loosened(tol: Tol) -> Tol:
+    """A variant matches to float32 rounding at least: the variants are float64, a student may compute in float32."""
+    return Tol(max(tol.rtol, F32_LEVEL.rtol), max(tol.atol, F32_LEVEL.atol))
 
 
 def table_hint(result, expected) -> str | None:
@@ -224,13 +216,9 @@ def expect_table(result, dim, seq_len, theta, dtype, tol):
     expect_pair(result)
     expected = ref.precompute_rope_freqs(dim, seq_len, theta=theta, dtype=dtype)
     for i, name in enumerate(("cos", "sin")):
-        try:
-            expect_close(result[i], expected[i], tol, f"返回的 {name} ")
-        except CheckFailed as failure:
-            variant = table_diagnosis(result, expected, table_variants(dim, seq_len, theta), tol)
-            if variant:
-                raise named(failure, VARIANTS[variant]) from None
-            raise localised(failure, table_hint(result, expected)) from None
+        expect_close(result[i], expected[i], tol, f"返回的 {name} ", match_tol=loosened(tol),
+                     variants=lambda: table_variants(dim, seq_len, theta, expected), evidence=(tuple(result), expected),
+                     hint=lambda actual, right: table_hint(result, expected))
 
 
 @check("rope_freqs", points=0.5)
@@ -278,43 +266,29 @@ def test_freqs_shapes(student, rng):
         expected = ref.precompute_rope_freqs(dim, seq_len)
         for name, t, e in zip(("cos", "sin"), result, expected):
             expect_true(isinstance(t, torch.Tensor), f"返回的 {name} 应该是 torch.Tensor，你的是 {describe_value(t)}")
-            try:
-                expect_true(list(t.shape) == [seq_len, dim // 2],
-                            f"返回的 {name} 形状应该是 [seq_len, dim // 2] = {[seq_len, dim // 2]}，你的是 {list(t.shape)}",
-                            {"shape": list(t.shape), "expected_shape": [seq_len, dim // 2]})
-                expect_true(t.dtype == torch.float32,
-                            f"默认 dtype 下返回的 {name} 应该是 torch.float32，你的是 {t.dtype}", {"dtype": str(t.dtype)})
-            except CheckFailed as failure:
-                variant = None
-                if list(t.shape) == [dim // 2, seq_len] != [seq_len, dim // 2] and same_values(t, e.T, F32):
-                    variant = "table_transposed"
-                elif t.dtype != torch.float32 and same_values(t, e, F32_LEVEL):
-                    variant = "dtype_argument_ignored"
-                raise named(failure, VARIANTS.get(variant)) from None
+            expect_equal(list(t.shape), [seq_len, dim // 2],
+                         f"返回的 {name} 形状应该是 [seq_len, dim // 2] = {[seq_len, dim // 2]}，你的是 {list(t.shape)}",
+                         {"shape": list(t.shape), "expected_shape": [seq_len, dim // 2]},
+                         variants=[("table_transposed", lambda shape, t=t, e=e: shape == [dim // 2, seq_len]
+                                    and same_values(t, e.T, F32))])
+            expect_equal(t.dtype, torch.float32, f"默认 dtype 下返回的 {name} 应该是 torch.float32，你的是 {t.dtype}",
+                         {"dtype": str(t.dtype)},
+                         variants=[("dtype_argument_ignored", lambda dtype, t=t, e=e: same_values(t, e, F32_LEVEL))])
 
 
 # --- rope_apply -----------------------------------------------------------------------------------
 
 
-def apply_diagnosis(actual, x, cos, sin, expected, tol) -> str | None:
-    """The catalogued rotation `actual` matches, if any."""
-    if isinstance(actual, torch.Tensor) and actual.shape == (1, *expected.shape) and same_values(
-            actual, expected[None], Tol(max(tol.rtol, F32_LEVEL.rtol), max(tol.atol, F32_LEVEL.atol))):
-        return "cos_sin_unsqueezed"
-    half_type = x.dtype in (torch.float16, torch.bfloat16)
-    match_tol = Tol(1e-2, 1e-2) if half_type else Tol(max(tol.rtol, F32_LEVEL.rtol), max(tol.atol, F32_LEVEL.atol))
+def apply_variants(x, cos, sin, expected) -> list:
+    """(name, output) of the catalogued rotations, in float64, and the half type not restored (a recogniser)."""
     candidates = [(name, _rotate(x, cos, sin, **slip)) for name, slip in APPLY_SLIPS.items()]
+    candidates.append(("cos_sin_unsqueezed", expected[None]))
     if x.dim() == 4 and x.shape[1] == cos.shape[0]:
         candidates.append(("rotated_along_heads", _rotate(x, cos, sin, heads_as_positions=True)))
-    name = next((name for name, wrong in candidates if same_values(actual, wrong, match_tol)), None)
-    if name:
-        return name
-    if (half_type and isinstance(actual, torch.Tensor) and actual.dtype != x.dtype
-            and same_values(actual, _rotate(x, cos, sin), LOOSE)):
-        return "output_dtype_not_restored"
-    if expected.dtype == torch.float64 and same_values(actual, expected, F32_LEVEL):
-        return PRECISION.name
-    return None
+    if x.dtype in (torch.float16, torch.bfloat16):
+        candidates.append(("output_dtype_not_restored", lambda actual: isinstance(actual, torch.Tensor)
+                           and actual.dtype != x.dtype and same_values(actual, _rotate(x, cos, sin), LOOSE)))
+    return candidates
 
 
 def apply_hint(actual, x, expected) -> str | None:
@@ -341,14 +315,11 @@ def apply_check(student, rng, shape, dtype, tol, x_dtype=None):
     x = x.to(x_dtype or dtype)
     cos, sin = ref.precompute_rope_freqs(d_head, seq_len, dtype=dtype)
     expected = ref.apply_rotary_emb(x, cos, sin)
-    actual = student.call("apply_rotary_emb", x, cos, sin)
-    try:
-        expect_close(actual, expected, tol)
-    except CheckFailed as failure:
-        variant = apply_diagnosis(actual, x, cos, sin, expected, tol)
-        if variant:
-            raise named(failure, VARIANTS[variant]) from None
-        raise localised(failure, apply_hint(actual, x, expected)) from None
+    half_type = x.dtype in (torch.float16, torch.bfloat16)
+    expect_close(student.call("apply_rotary_emb", x, cos, sin), expected, tol,
+                 match_tol=Tol(1e-2, 1e-2) if half_type else loosened(tol),
+                 variants=lambda: apply_variants(x, cos, sin, expected),
+                 hint=lambda actual, right: apply_hint(actual, x, expected))
 
 
 @check("rope_apply", points=1)
@@ -402,61 +373,64 @@ def position_pairs(rng):
     return [(0, a), (b, 0), (b + a, b), (c, c + a + 2), (c - b, c), (b, b)]
 
 
-def score_diagnosis(student, actuals, pairs, q, k, theta) -> str | None:
-    """The catalogued slip the scores match, if any: a variant is named only when it gives the student's score
-    at every pair of positions of the check. Slips with the same scores are told apart by one probe of the
-    student's own precompute_rope_freqs (float32, the only dtype the sandbox can pass) or apply_rotary_emb;
-    nothing is named when the probe does not decide."""
+def score_variants(student, pairs, q, k, theta) -> list:
+    """(name, the scores at every pair of positions) of the catalogued slips, in float64. Slips with the same scores
+    are one candidate whose name one probe of the student's own precompute_rope_freqs (float32, the only dtype the
+    sandbox can pass) or apply_rotary_emb decides; nothing is named when the probe does not decide."""
     d, n = q.shape[0], max(max(pair) for pair in pairs) + 1
 
-    def matches(cos, sin, tol=LOOSE, **slip):
-        return all(same_values(actual, _score(q, k, pos_q, pos_k, cos, sin, **slip), tol)
-                   for actual, (pos_q, pos_k) in zip(actuals, pairs))
+    def scores(cos, sin, **slip):
+        return tuple(_score(q, k, pos_q, pos_k, cos, sin, **slip) for pos_q, pos_k in pairs)
 
     cos, sin = _table(_angles(d, n, theta))
-    # forgetting dtype=q.dtype in rope_score: the reference's float32 tables, exactly
-    if matches(*[t.double() for t in ref.precompute_rope_freqs(d, n, theta=theta)], tol=F64):
-        return PRECISION.name
-    if all(same_values(actual, torch.dot(q, k), LOOSE) for actual in actuals):
-        return "score_ignores_positions"
-    unique = [
-        ("exponent_i_over_d", _table(_angles(d, n, theta, exponent=1.0)), {}),
-        ("exponent_4i_over_d", _table(_angles(d, n, theta, exponent=4.0)), {}),
-        ("frequencies_inverted", _table(_angles(d, n, theta, inverted=True)), {}),
-        ("half_split_pairing", (cos, sin), dict(pairing="half")),
-    ]
-    name = next((name for name, table, slip in unique if matches(*table, **slip)), None)
-    if name:
-        return name
     theta_kw = {} if theta == 10000.0 else {"theta": theta}
-    if theta_kw and matches(*_table(_angles(d, n, 10000.0))):
-        # theta ignored by precompute_rope_freqs, or not passed to it by rope_score
-        table = probe(student, "precompute_rope_freqs", d, n, theta=theta)
+    candidates = [
+        ("score_ignores_positions", tuple(torch.dot(q, k) for _ in pairs)),
+        ("exponent_i_over_d", scores(*_table(_angles(d, n, theta, exponent=1.0)))),
+        ("exponent_4i_over_d", scores(*_table(_angles(d, n, theta, exponent=4.0)))),
+        ("frequencies_inverted", scores(*_table(_angles(d, n, theta, inverted=True)))),
+        ("half_split_pairing", scores(cos, sin, pairing="half")),
+        (reversed_rotation(student, q, d, n, theta_kw, cos, sin), scores(cos, sin, sign=-1.0)),
+    ]
+    if theta_kw:
+        candidates.append((theta_not_used(student, d, n, theta), scores(*_table(_angles(d, n, 10000.0)))))
+    return candidates
+
+
+def theta_not_used(student, d, n, theta):
+    """The name, by one probe, of the scores computed with the default theta: theta ignored by
+    precompute_rope_freqs, or not passed to it by rope_score."""
+    def name():
+        table = attempt(student.call, "precompute_rope_freqs", d, n, theta=theta)
         if isinstance(table, (tuple, list)) and len(table) == 2:
-            right = ref.precompute_rope_freqs(d, n, theta=theta)
-            default = ref.precompute_rope_freqs(d, n)
-            if all(same_values(t, e, F32) for t, e in zip(table, right)):
+            if all(same_values(t, e, F32) for t, e in zip(table, ref.precompute_rope_freqs(d, n, theta=theta))):
                 return "score_theta_not_passed"
-            if all(same_values(t, e, F32) for t, e in zip(table, default)):
+            if all(same_values(t, e, F32) for t, e in zip(table, ref.precompute_rope_freqs(d, n))):
                 return "theta_ignored"
         return None
-    if matches(cos, sin, sign=-1.0):
-        # the rotation reversed: in the table, in the rotation, or pos_q and pos_k swapped
-        table = probe(student, "precompute_rope_freqs", d, n, **theta_kw)
-        right = ref.precompute_rope_freqs(d, n, theta=theta)
+    return name
+
+
+def reversed_rotation(student, q, d, n, theta_kw, cos, sin):
+    """The name, by probes, of the scores of a reversed rotation: in the table, in the rotation, or pos_q and pos_k
+    swapped."""
+    def name():
+        table = attempt(student.call, "precompute_rope_freqs", d, n, **theta_kw)
+        right = ref.precompute_rope_freqs(d, n, **theta_kw)
         table_ok = False
         if isinstance(table, (tuple, list)) and len(table) == 2:
             if all(same_values(t, e, F32) for t, e in zip(table, right[::-1])):
                 return "cos_sin_swapped"
             table_ok = all(same_values(t, e, F32) for t, e in zip(table, right))
         x = q.expand(n, d).clone()
-        rotated = probe(student, "apply_rotary_emb", x, cos, sin)
-        for name in ("rotation_sign_flipped", "apply_cos_sin_swapped"):
-            if same_values(rotated, _rotate(x, cos, sin, **APPLY_SLIPS[name]), LOOSE):
-                return name
+        rotated = attempt(student.call, "apply_rotary_emb", x, cos, sin)
+        for slip in ("rotation_sign_flipped", "apply_cos_sin_swapped"):
+            if same_values(rotated, _rotate(x, cos, sin, **APPLY_SLIPS[slip]), LOOSE):
+                return slip
         if table_ok and same_values(rotated, _rotate(x, cos, sin), LOOSE):
             return "score_positions_swapped"
-    return None
+        return None
+    return name
 
 
 def score_hint(student, actual, expected, q, k, pos_q, pos_k, theta_kw) -> str | None:
@@ -469,7 +443,7 @@ def score_hint(student, actual, expected, q, k, pos_q, pos_k, theta_kw) -> str |
                 "时是否传了 dtype=q.dtype，以及两个函数对 float64 输入是否全程用 float64 计算")
     if pos_q == pos_k:
         return "两个位置相同时，q 和 k 转同样的角度、互相抵消，分数应该等于 q·k，你的不是"
-    shifted = probe(student, "rope_score", q, k, pos_q + 7, pos_k + 7, **theta_kw)
+    shifted = attempt(student.call, "rope_score", q, k, pos_q + 7, pos_k + 7, **theta_kw)
     if not is_float_tensor(shifted) or shifted.numel() != 1:
         return None
     if abs(float(shifted) - a) > 1e-6 * max(1.0, abs(a)):
@@ -485,19 +459,19 @@ def score_check(student, rng, pairs, theta=None):
     k = 1.5 * torch.randn(d, generator=rng, dtype=torch.float64)
     theta_kw = {} if theta is None else {"theta": theta}
     actuals = []
-    for index, (pos_q, pos_k) in enumerate(pairs):
+    expected = [ref.rope_score(q, k, pos_q, pos_k, **theta_kw) for pos_q, pos_k in pairs]
+
+    def every_pair():  # the scores at the remaining pairs too: a variant must explain all of them
+        rest = [attempt(student.call, "rope_score", q, k, *pair, **theta_kw) for pair in pairs[len(actuals):]]
+        return tuple(actuals + rest), tuple(expected)
+
+    for (pos_q, pos_k), right in zip(pairs, expected):
         actual = student.call("rope_score", q, k, pos_q, pos_k, **theta_kw)
         actuals.append(actual)
-        expected = ref.rope_score(q, k, pos_q, pos_k, **theta_kw)
-        try:
-            expect_close(actual, expected, F64, "rope_score 的返回值")
-        except CheckFailed as failure:
-            # the scores at the remaining pairs too: a variant must explain all of them
-            actuals += [probe(student, "rope_score", q, k, *pair, **theta_kw) for pair in pairs[index + 1:]]
-            variant = score_diagnosis(student, actuals, pairs, q, k, theta or 10000.0)
-            if variant:
-                raise named(failure, VARIANTS[variant]) from None
-            raise localised(failure, score_hint(student, actual, expected, q, k, pos_q, pos_k, theta_kw)) from None
+        expect_close(actual, right, F64, "rope_score 的返回值", match_tol=LOOSE, evidence=every_pair,
+                     variants=lambda: score_variants(student, pairs, q, k, theta or 10000.0),
+                     hint=lambda actual, right, pos_q=pos_q, pos_k=pos_k: score_hint(
+                         student, actual, right, q, k, pos_q, pos_k, theta_kw))
 
 
 @check("rope_relative", points=1)

@@ -10,22 +10,21 @@ multiple, biases counted or forgotten) gives a different integer on at least one
 the student's seed. The messages never name the d_model values: "the k-th d_model".
 
 When a comparison fails, the same inputs and weights go through the variants of VARIANTS (written
-here, from the formulas); a match names the mistake (autograder.checks.diagnosis.named). Otherwise the
+here, from the formulas); a match names the mistake (autograder.checks, one matching rule). Otherwise the
 message localises the fault where a cheap property can: the inputs where swish goes wrong, the
 module's structure against the student's own swish, per-token independence, linearity in W_up,
 default_d_ff's multiple of 256, the student's own default_d_ff behind the module or the count.
 """
 
-import math
-
 import torch
 import torch.nn.functional as F
 
 from autograder.checks import (
-    F32, F64, CheckFailed, check, expect_close, expect_float64_precision, expect_int, expect_module_matches,
-    expect_true, expect_weights_loaded, run_reference, same_values,
+    F32, F64, CheckFailed, attempt, check, expect_close, expect_equal, expect_float64_precision,
+    expect_ints, expect_module_matches, expect_parameters, expect_weights_loaded, is_float_tensor, randint,
+    random_weights, reference_with, run_reference, same_values,
 )
-from autograder.checks.diagnosis import PRECISION, Variant, catalogue, named
+from autograder.checks.diagnosis import PRECISION, Variant, catalogue
 from autograder.checks.probes import describe_value
 from solutions import swiglu as ref
 
@@ -37,81 +36,78 @@ VARIANTS = catalogue(
     PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     # --- the gate's activation: in swish itself or in the module's forward ---
     Variant("relu_gate", "激活用成了 ReLU：SwiGLU 的门是 swish(a) = a·sigmoid(a)（即 SiLU），a < 0 时它是一个小的负数、"
-                         "处处光滑，而 ReLU 在负半轴恒为 0。swish 函数和 forward 里的门都应该是 a·sigmoid(a)（或 F.silu）"),
+                         "处处光滑，而 ReLU 在负半轴恒为 0。swish 函数和 forward 里的门都应该是 a·sigmoid(a)（或 F.silu）",
+            title="门用了 ReLU"),
     Variant("gelu_gate", "激活用成了 GELU：GELU 是 a·Φ(a)（Φ 是标准正态分布函数），形状和 swish 相近但数值不同；"
-                         "SwiGLU 的门是 swish(a) = a·sigmoid(a)（F.silu）"),
-    Variant("sigmoid_gate", "门只用了 sigmoid(a)（这是原始 GLU 的门），少乘了 a：SwiGLU 的门是 swish(a) = a·sigmoid(a)"),
+                         "SwiGLU 的门是 swish(a) = a·sigmoid(a)（F.silu）",
+            title="门用了 GELU"),
+    Variant("sigmoid_gate", "门只用了 sigmoid(a)（这是原始 GLU 的门），少乘了 a：SwiGLU 的门是 swish(a) = a·sigmoid(a)",
+            title="门只用了 sigmoid"),
     Variant("no_activation", "门控通道没有经过任何激活（swish 直接返回了 a，或 forward 里 W_gate x 直接与 W_up x 相乘，"
-                             "成了双线性层）：应该先算 swish(W_gate x) = W_gate x·sigmoid(W_gate x)，再与 W_up x 逐元素相乘"),
+                             "成了双线性层）：应该先算 swish(W_gate x) = W_gate x·sigmoid(W_gate x)，再与 W_up x 逐元素相乘",
+            title="门没有激活"),
     Variant("exp_sign_flipped", "sigmoid 里指数的符号写反了：你算的是 a / (1 + e^a) = a·sigmoid(−a)；"
-                                "正确的是 swish(a) = a / (1 + e^(−a)) = a·sigmoid(a)"),
+                                "正确的是 swish(a) = a / (1 + e^(−a)) = a·sigmoid(a)",
+            title="sigmoid 的指数符号反了"),
     Variant("swish_overflow", "直接用 e^a 计算（如 a·e^a / (1 + e^a)）：a 很大时 e^a 在 float32 下溢出成 inf，inf/inf 得到 "
-                              "NaN。用 torch.sigmoid(a)（或 a / (1 + e^(−a))），它对很大和很小的 a 都稳定"),
+                              "NaN。用 torch.sigmoid(a)（或 a / (1 + e^(−a))），它对很大和很小的 a 都稳定",
+            title="e^a 溢出"),
     # --- the module's structure ---
     Variant("gate_up_swapped", "swish 用在了 W_up 这一路上，门控通道和信息通道弄反了：应该是 W_down(swish(W_gate x) * W_up x)，"
-                               "swish 只作用在 W_gate x 上"),
+                               "swish 只作用在 W_gate x 上",
+            title="门控和信息通道弄反了"),
     Variant("activation_after_product", "swish 用在了两路相乘之后（swish(W_gate x * W_up x)）：swish 只作用在 W_gate x 上，"
-                                        "再与 W_up x 逐元素相乘，最后过 W_down"),
+                                        "再与 W_up x 逐元素相乘，最后过 W_down",
+            title="swish 用在了相乘之后"),
     Variant("plus_instead_of_times", "两路是相加而不是逐元素相乘：门控的意思是用 swish(W_gate x) 逐元素地缩放 W_up x，"
-                                     "应该用 *"),
+                                     "应该用 *",
+            title="两路相加而不是相乘"),
     Variant("swish_on_both_branches", "两路都过了 swish：只有门控通道 W_gate x 过 swish，信息通道 W_up x 保持线性，"
-                                      "即 W_down(swish(W_gate x) * W_up x)"),
+                                      "即 W_down(swish(W_gate x) * W_up x)",
+            title="两路都过了 swish"),
     Variant("up_branch_unused", "没有用到 W_up 这一路（输出是 W_down(swish(W_gate x))，成了普通的两层 FFN）："
-                                "SwiGLU 要把 swish(W_gate x) 与 W_up x 逐元素相乘，再过 W_down"),
+                                "SwiGLU 要把 swish(W_gate x) 与 W_up x 逐元素相乘，再过 W_down",
+            title="没有用 W_up"),
     # --- parameters ---
     Variant("bias_true", "SwiGLU 带了 bias：nn.Linear 默认 bias=True，W_gate、W_up、W_down 都应该显式写 bias=False"
-                         "（LLaMA 的 FFN 没有 bias），参数量里也不算 bias"),
+                         "（LLaMA 的 FFN 没有 bias），参数量里也不算 bias",
+            title="带了 bias"),
     Variant("d_ff_argument_ignored", "给了 d_ff 时没有使用它，隐藏维度仍然只由 d_model 决定：只有 d_ff 为 None 时才用 "
-                                     "default_d_ff(d_model)，否则原样使用传入的 d_ff"),
+                                     "default_d_ff(d_model)，否则原样使用传入的 d_ff",
+            title="没有使用传入的 d_ff"),
     # --- the default d_ff (default_d_ff, the module without d_ff, the SwiGLU count) ---
     Variant("d_ff_4x", "默认 d_ff 用了 4·d_model，那是两个矩阵的 ReLU FFN 的隐藏维度；SwiGLU 有三个矩阵，为了参数量相当取 "
-                       "int(8/3·d_model)，再向上取整到 256 的倍数、并与 d_model 取较大者"),
-    Variant("d_ff_no_rounding", "默认 d_ff 停在了 int(8/3·d_model)，没有取整到 256 的倍数（对硬件更友好）。" + _ROUND_UP),
-    Variant("d_ff_round_down", "默认 d_ff 向下取整到了 256 的倍数。" + _ROUND_UP),
-    Variant("d_ff_round_nearest", "默认 d_ff 取整到了最近的 256 的倍数（round）。" + _ROUND_UP),
+                       "int(8/3·d_model)，再向上取整到 256 的倍数、并与 d_model 取较大者",
+            title="默认 d_ff 用了 4·d_model"),
+    Variant("d_ff_no_rounding", "默认 d_ff 停在了 int(8/3·d_model)，没有取整到 256 的倍数（对硬件更友好）。" + _ROUND_UP,
+            title="默认 d_ff 没有取整"),
+    Variant("d_ff_round_down", "默认 d_ff 向下取整到了 256 的倍数。" + _ROUND_UP,
+            title="默认 d_ff 向下取整"),
+    Variant("d_ff_round_nearest", "默认 d_ff 取整到了最近的 256 的倍数（round）。" + _ROUND_UP,
+            title="默认 d_ff 取整到最近"),
     # --- the parameter counts ---
     Variant("relu_ffn_without_biases", "ReLU FFN 的参数量没有算 bias：教学版 FeedForward_Old 的 fc1、fc2 是默认带 bias 的 "
-                                       "nn.Linear，bias 分别有 4·d_model 和 d_model 个"),
+                                       "nn.Linear，bias 分别有 4·d_model 和 d_model 个",
+            title="ReLU FFN 没算 bias"),
     Variant("relu_ffn_fc2_bias_4d", "fc2 的 bias 按 4·d_model 个算了：bias 的长度等于该层的输出维度，fc2 输出 d_model 维，"
-                                    "所以它的 bias 只有 d_model 个"),
+                                    "所以它的 bias 只有 d_model 个",
+            title="fc2 的 bias 算成了 4·d_model"),
     Variant("relu_ffn_fc1_bias_only", "只算了 fc1 的 bias（4·d_model 个），漏了 fc2 的 bias（d_model 个）：两层都是默认带 bias 的 "
-                                      "nn.Linear"),
+                                      "nn.Linear",
+            title="只算了 fc1 的 bias"),
     Variant("swiglu_two_matrices", "SwiGLU 只算了两个矩阵：它有 W_gate、W_up、W_down 三个，各有 d_model·d_ff 个参数，"
-                                   "共 3·d_model·d_ff"),
+                                   "共 3·d_model·d_ff",
+            title="SwiGLU 只算了两个矩阵"),
 )
 
 
 # --- helpers --------------------------------------------------------------------------------------
 
 
-def _is_float_tensor(value, shape) -> bool:
-    return isinstance(value, torch.Tensor) and value.shape == shape and value.dtype.is_floating_point
-
-
-def _matching(actual, candidates: list[tuple[str, torch.Tensor]], tol) -> str | None:
-    """The first variant whose output `actual` equals (same_values), or None."""
-    for name, value in candidates:
-        if same_values(actual, value, tol):
-            return name
-    return None
-
-
 def _within(actual, expected: torch.Tensor, tol, factor: float = 10.0) -> torch.Tensor:
     """Elementwise: `actual` is finite and within `factor` times `tol` of `expected`."""
     a, e = actual.detach().double(), expected.detach().double()
     return torch.isfinite(a) & ((a - e).abs() <= factor * (tol.atol + tol.rtol * e.abs()))
-
-
-def _localised(failure: CheckFailed, text: str) -> CheckFailed:
-    return CheckFailed(f"{failure.message}。{text}", failure.details)
-
-
-def _call_or_none(student, name: str, *args):
-    """A helper probe for a localisation: its failures are the other checks' business."""
-    try:
-        return student.call(name, *args)
-    except CheckFailed:
-        return None
 
 
 # --- swish ----------------------------------------------------------------------------------------
@@ -138,32 +134,28 @@ def _swish_variants(a: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
     return candidates
 
 
-def _localise_swish(failure: CheckFailed, actual, a: torch.Tensor, tol) -> CheckFailed:
-    """Where swish goes wrong: only on large |a|, only on a < 0, only on a > 0."""
-    if not _is_float_tensor(actual, a.shape):
-        return failure
-    wrong = ~_within(actual, ref.swish(a), tol, factor=1.0)
-    if not wrong.any():
-        return failure
-    large = a.abs() > 10
-    if not wrong[~large].any():
-        return _localised(failure, "只在绝对值很大的输入上出错（a 很大时 swish(a) ≈ a，a 很负时 swish(a) 是趋近 0 的负数）："
-                                   "注意数值稳定性，例如 e^a 或 e^(−a) 的溢出")
-    if not wrong[a < 0].any():
-        return _localised(failure, "只在 a > 0 的输入上出错")
-    if not wrong[a > 0].any():
-        return _localised(failure, "只在 a < 0 的输入上出错（a < 0 时 swish(a) = a·sigmoid(a) 是一个小的负数）")
-    return failure
+def _swish_hint(a: torch.Tensor, tol):
+    """hint(actual, expected): where swish goes wrong: only on large |a|, only on a < 0, only on a > 0."""
+    def hint(actual, expected) -> str | None:
+        if not is_float_tensor(actual, a.shape, finite=False):
+            return None
+        wrong = ~_within(actual, expected, tol, factor=1.0)
+        if not wrong.any():
+            return None
+        large = a.abs() > 10
+        if not wrong[~large].any():
+            return ("只在绝对值很大的输入上出错（a 很大时 swish(a) ≈ a，a 很负时 swish(a) 是趋近 0 的负数）："
+                    "注意数值稳定性，例如 e^a 或 e^(−a) 的溢出")
+        if not wrong[a < 0].any():
+            return "只在 a > 0 的输入上出错"
+        if not wrong[a > 0].any():
+            return "只在 a < 0 的输入上出错（a < 0 时 swish(a) = a·sigmoid(a) 是一个小的负数）"
+        return None
+    return hint
 
 
 def _expect_swish(actual, a: torch.Tensor, tol):
-    try:
-        expect_close(actual, ref.swish(a), tol)
-    except CheckFailed as failure:
-        variant = _matching(actual, _swish_variants(a), tol)
-        if variant:
-            raise named(failure, VARIANTS[variant]) from None
-        raise _localise_swish(failure, actual, a, tol) from None
+    expect_close(actual, ref.swish(a), tol, variants=lambda: _swish_variants(a), hint=_swish_hint(a, tol))
 
 
 @check("swish", points=0.5)
@@ -212,7 +204,7 @@ def _d_model_for_slips(rng, low: int, high: int, nearest_is_up: bool) -> int:
     pairwise different, and rounding to the nearest multiple of 256 gives the default (`nearest_is_up`) or
     the rounding down: two such d_models, one of each kind, tell every slip of D_FF_SLIPS apart."""
     while True:
-        d = int(torch.randint(low, high, (1,), generator=rng))
+        d = randint(rng, low, high)
         slips = _wrong_d_ff(d)
         values = [ref.default_d_ff(d), slips["d_ff_4x"], slips["d_ff_no_rounding"], slips["d_ff_round_down"]]
         up = slips["d_ff_round_nearest"] == ref.default_d_ff(d)
@@ -220,41 +212,36 @@ def _d_model_for_slips(rng, low: int, high: int, nearest_is_up: bool) -> int:
             return d
 
 
-def _expect_ints_or_name(actual: list, expected: list[int], what: str, variants: list[dict],
-                         localise=None):
-    """Each actual[i] is the int expected[i]; on failure, name the variant whose values match them all,
-    else localise with `localise(failure, index)` (index: the first wrong one)."""
-    labels = [f"{what}（第 {i + 1} 个 d_model）" for i in range(len(actual))]
-    for i, (a, e, label) in enumerate(zip(actual, expected, labels)):
-        try:
-            expect_int(a, e, label)
-        except CheckFailed as failure:
-            for name in variants[0]:
-                if all(isinstance(x, (int, float)) and not isinstance(x, bool) and x == v[name]
-                       for x, v in zip(actual, variants)):
-                    raise named(failure, VARIANTS[name]) from None
-            whole = isinstance(a, int) and not isinstance(a, bool) or isinstance(a, float) and a.is_integer()
-            raise (localise(failure, i) if localise and whole else failure) from None
+def _expect_ints_per_d_model(actual: list, expected: list[int], what: str, slips: list[dict], localise=None):
+    """Each actual[i] is the int expected[i] (the i-th d_model); a slip is named when it gives them all, else
+    `localise(i)` (i: the first wrong one, when it is a whole number) says where."""
+    def hint(values, right):
+        i = next(i for i, (a, e) in enumerate(zip(values, right)) if not (a == e and not isinstance(a, bool)))
+        a = values[i]
+        whole = isinstance(a, int) and not isinstance(a, bool) or isinstance(a, float) and a.is_integer()
+        return localise(i) if localise and whole else None
+
+    expect_ints(actual, expected, [f"{what}（第 {i + 1} 个 d_model）" for i in range(len(actual))],
+                variants=lambda: [(name, [s[name] for s in slips]) for name in slips[0]], hint=hint)
 
 
 @check("swiglu_module", points=1)
 def test_default_d_ff(student, rng):
     """default_d_ff 对多个 d_model 返回正确的整数（向上取整到 256 的倍数，再与 d_model 取较大者）"""
-    ds = [1, 64, 100, 512, 4096] + [int(torch.randint(low, high, (1,), generator=rng))
-                                    for low, high in ((2, 97), (97, 5000))]
+    ds = [1, 64, 100, 512, 4096] + [randint(rng, low, high) for low, high in ((2, 97), (97, 5000))]
     actual = [student.call("default_d_ff", d) for d in ds]
 
-    def localise(failure, i):
+    def localise(i):
         value, d = actual[i], ds[i]
         if value < d:
-            return _localised(failure, "结果比 d_model 还小：最后要与 d_model 取较大者")
+            return "结果比 d_model 还小：最后要与 d_model 取较大者"
         if value % 256 and value != d:
-            return _localised(failure, "结果不是 256 的倍数（也不等于 d_model）")
+            return "结果不是 256 的倍数（也不等于 d_model）"
         if value < 8 * d // 3:
-            return _localised(failure, "结果比 int(8/3·d_model) 还小：取整到 256 的倍数时应该向上取整")
-        return failure
+            return "结果比 int(8/3·d_model) 还小：取整到 256 的倍数时应该向上取整"
+        return None
 
-    _expect_ints_or_name(actual, [ref.default_d_ff(d) for d in ds], "default_d_ff(d_model)",
+    _expect_ints_per_d_model(actual, [ref.default_d_ff(d) for d in ds], "default_d_ff(d_model)",
                          [_wrong_d_ff(d) for d in ds], localise)
 
 
@@ -285,112 +272,87 @@ def _hidden_size_from_d_model(shapes: dict, d_model: int) -> bool:
     return False
 
 
-def _loading_variant(run, d_model: int, d_ff: int) -> str | None:
-    """A catalogued mistake seen at weight loading: biases the weights lack, or the d_ff argument not used."""
-    if run.load_error:
-        return "d_ff_argument_ignored" if _hidden_size_from_d_model(run.param_shapes, d_model) else None
-    if run.missing_keys and not run.unexpected_keys and set(run.missing_keys) <= set(BIASES):
-        return "bias_true"
-    return None
+def key_mistakes(d_model: int) -> dict:
+    """The parameter mistakes: biases the weights lack, or the d_ff argument not used (the weights' shapes follow a
+    hidden size computed from d_model alone)."""
+    return {
+        "bias_true": lambda k: k.load_error is None and bool(k.extra) and not k.absent and k.extra <= set(BIASES),
+        "d_ff_argument_ignored": lambda k: ((k.load_error is not None or (bool(k.wrong_shape) and not k.extra))
+                                            and _hidden_size_from_d_model(k.shapes, d_model)),
+    }
 
 
 def _weights(rng, d_model: int, d_ff: int, dtype) -> dict:
     """Random non-unit weights; pre-activations of order 1, where swish, ReLU and GELU differ."""
-    def draw(rows, cols, scale):
-        return scale / math.sqrt(cols) * torch.randn(rows, cols, generator=rng, dtype=dtype)
-    return {"W_gate.weight": draw(d_ff, d_model, 1.5), "W_up.weight": draw(d_ff, d_model, 1.0),
-            "W_down.weight": draw(d_model, d_ff, 1.0)}
+    return {**random_weights(rng, {"W_gate.weight": (d_ff, d_model)}, dtype, gain=1.5),
+            **random_weights(rng, {"W_up.weight": (d_ff, d_model), "W_down.weight": (d_model, d_ff)}, dtype)}
 
 
 def _reference(d_model: int, d_ff: int, state: dict, dtype) -> torch.nn.Module:
-    module = ref.FeedForward_SwiGLU(d_model, d_ff).to(dtype)
-    module.load_state_dict(state)
-    return module
+    return reference_with(ref.FeedForward_SwiGLU(d_model, d_ff), state, dtype)
 
 
 def _forward(student, d_model: int, d_ff: int, state: dict, x: torch.Tensor):
-    try:
-        run = student.module("FeedForward_SwiGLU", (d_model, d_ff), state_dict=state, dtype=x.dtype,
-                             method="forward", args=(x,))
-    except CheckFailed:
+    run = attempt(student.module, "FeedForward_SwiGLU", (d_model, d_ff), state_dict=state, dtype=x.dtype,
+                  method="forward", args=(x,))
+    return run.outputs if run is not None and is_float_tensor(run.outputs, x.shape, finite=False) else None
+
+
+def _module_hint(student, x, state, d_model: int, d_ff: int, tol):
+    """hint(outputs, expected): the forward is wrong and no variant matched: which property of the SwiGLU FFN does
+    it break?"""
+    def hint(outputs, _expected) -> str | None:
+        if not is_float_tensor(outputs, x.shape):
+            return None
+        outputs = outputs.detach()
+        w_gate, w_up, w_down = (state[k] for k in WEIGHTS)
+        gate, up = x @ w_gate.T, x @ w_up.T
+        # the structure is right, the student's own swish is not
+        own = attempt(student.call, "swish", gate)
+        if is_float_tensor(own, gate.shape, finite=False) and not _within(own, ref.swish(gate), tol).all() \
+                and same_values(outputs, (own.double() * up.double()) @ w_down.double().T, tol):
+            return ("FeedForward_SwiGLU 的结构是对的（与用你自己的 swish 按 W_down(swish(W_gate x) * W_up x) "
+                    "算出的一致），错在 swish 函数本身：先通过 swish 的检查")
+        # off by a constant factor
+        expected = (F.silu(gate.double()) * up.double()) @ w_down.double().T
+        factor = float((outputs.double() * expected).sum() / (expected * expected).sum())
+        if abs(factor - 1) > 1e-3 and same_values(outputs, factor * expected, tol):
+            return f"你的输出恰好是正确结果的 {factor:.4g} 倍：检查是否多乘或少乘了一个常数"
+        # per-token independence: change one token, the others must not move
+        x2 = x.clone()
+        x2.view(-1, d_model)[0] = -2 * x2.view(-1, d_model)[0] + 0.5
+        moved = _forward(student, d_model, d_ff, state, x2)
+        if moved is not None:
+            others = ~_within(moved.reshape(-1, d_model)[1:], outputs.reshape(-1, d_model)[1:], tol)
+            if others.any():
+                return ("FFN 应该对每个 token 独立计算，你的不是：只改变一个位置的输入，其他位置的输出也变了"
+                        "（是否在 batch 或序列维上做了运算，或 reshape 错了？）")
+        # the information branch is linear: W_up times -2 gives the output times -2
+        scaled = _forward(student, d_model, d_ff, dict(state, **{"W_up.weight": -2 * w_up}), x)
+        if scaled is not None and not _within(scaled, -2 * outputs, tol).all():
+            return ("信息通道 W_up x 应该是线性的、只被门逐元素地缩放：把 W_up 的权重乘以 −2，输出也应该乘以 −2，"
+                    "你的不是。检查 swish 是否只用在 W_gate x 上、两路是否逐元素相乘")
         return None
-    return run.outputs if _is_float_tensor(run.outputs, x.shape) else None
+    return hint
 
 
-def _localise_module(failure: CheckFailed, student, outputs, x, state, d_model: int, d_ff: int, tol) -> CheckFailed:
-    """The forward is wrong and no variant matched: which property of the SwiGLU FFN does it break?"""
-    if not _is_float_tensor(outputs, x.shape) or not torch.isfinite(outputs).all():
-        return failure
-    outputs = outputs.detach()
-    w_gate, w_up, w_down = (state[k] for k in WEIGHTS)
-    gate, up = x @ w_gate.T, x @ w_up.T
-    # the structure is right, the student's own swish is not
-    own = _call_or_none(student, "swish", gate)
-    if _is_float_tensor(own, gate.shape) and not _within(own, ref.swish(gate), tol).all() \
-            and same_values(outputs, (own.double() * up.double()) @ w_down.double().T, tol):
-        return _localised(failure, "FeedForward_SwiGLU 的结构是对的（与用你自己的 swish 按 W_down(swish(W_gate x) * W_up x) "
-                                   "算出的一致），错在 swish 函数本身：先通过 swish 的检查")
-    # off by a constant factor
-    expected = (F.silu(gate.double()) * up.double()) @ w_down.double().T
-    factor = float((outputs.double() * expected).sum() / (expected * expected).sum())
-    if abs(factor - 1) > 1e-3 and same_values(outputs, factor * expected, tol):
-        return _localised(failure, f"你的输出恰好是正确结果的 {factor:.4g} 倍：检查是否多乘或少乘了一个常数")
-    # per-token independence: change one token, the others must not move
-    x2 = x.clone()
-    x2.view(-1, d_model)[0] = -2 * x2.view(-1, d_model)[0] + 0.5
-    moved = _forward(student, d_model, d_ff, state, x2)
-    if moved is not None:
-        others = ~_within(moved.reshape(-1, d_model)[1:], outputs.reshape(-1, d_model)[1:], tol)
-        if others.any():
-            return _localised(failure, "FFN 应该对每个 token 独立计算，你的不是：只改变一个位置的输入，其他位置的输出也变了"
-                                       "（是否在 batch 或序列维上做了运算，或 reshape 错了？）")
-    # the information branch is linear: W_up times -2 gives the output times -2
-    scaled = _forward(student, d_model, d_ff, dict(state, **{"W_up.weight": -2 * w_up}), x)
-    if scaled is not None and not _within(scaled, -2 * outputs, tol).all():
-        return _localised(failure, "信息通道 W_up x 应该是线性的、只被门逐元素地缩放：把 W_up 的权重乘以 −2，输出也应该乘以 −2，"
-                                   "你的不是。检查 swish 是否只用在 W_gate x 上、两路是否逐元素相乘")
-    return failure
-
-
-def _diagnose_module(failure: CheckFailed, student, run, x, state, d_model: int, d_ff: int, tol) -> CheckFailed:
-    variant = _loading_variant(run, d_model, d_ff)
-    if variant:
-        return named(failure, VARIANTS[variant])
-    if failure.details.get("forward_correct") or run.load_error or run.missing_keys or run.unexpected_keys:
-        return failure
-    variant = _matching(run.outputs, _ffn_variants(x, state), tol)
-    if variant:
-        return named(failure, VARIANTS[variant])
-    return _localise_module(failure, student, run.outputs, x, state, d_model, d_ff, tol)
+def _expect_module(student, run, expected: dict, x, state, d_model: int, d_ff: int, tol):
+    expect_module_matches(run, expected, tol, "FeedForward_SwiGLU", variants=lambda: _ffn_variants(x, state),
+                          hint=_module_hint(student, x, state, d_model, d_ff, tol), keys=key_mistakes(d_model))
 
 
 @check("swiglu_module", points=0.5)
 def test_module_parameters_explicit_d_ff(student, rng):
     """FeedForward_SwiGLU(d_model, d_ff=...) 恰好有 W_gate、W_up、W_down 三个权重，没有 bias，形状正确"""
-    d_model = int(torch.randint(8, 24, (1,), generator=rng))
+    d_model = randint(rng, 8, 24)
     slips = {ref.default_d_ff(d_model), *_wrong_d_ff(d_model).values()}
-    d_ff = int(torch.randint(30, 90, (1,), generator=rng))
+    d_ff = randint(rng, 30, 90)
     while d_ff in slips:  # a module that ignores d_ff must not pass by accident
-        d_ff = int(torch.randint(30, 90, (1,), generator=rng))
+        d_ff = randint(rng, 30, 90)
     run = student.module("FeedForward_SwiGLU", (d_model,), {"d_ff": d_ff})
-    shapes = run.param_shapes
-    extra, missing = sorted(set(shapes) - set(WEIGHTS)), sorted(set(WEIGHTS) - set(shapes))
-    try:
-        expect_true(not extra, f"FeedForward_SwiGLU 有约定之外的参数 {extra}", {"extra": extra})
-    except CheckFailed as failure:
-        raise named(failure, VARIANTS["bias_true"] if set(extra) <= set(BIASES) else None) from None
-    expect_true(not missing, f"FeedForward_SwiGLU 缺少约定的参数 {missing}（参数名是固定的：W_gate、W_up、W_down）",
-                {"missing": missing})
-    expected = dict(zip(WEIGHTS, ([d_ff, d_model], [d_ff, d_model], [d_model, d_ff])))
-    for name, symbolic in (("W_gate.weight", "[d_ff, d_model]"), ("W_up.weight", "[d_ff, d_model]"),
-                           ("W_down.weight", "[d_model, d_ff]")):
-        try:
-            expect_true(shapes[name] == expected[name],
-                        f"`{name}` 的形状应该是 {symbolic}（nn.Linear(in, out) 的权重形状是 [out, in]），"
-                        f"给了 d_ff 时应该原样使用它", {"parameter": name})
-        except CheckFailed as failure:
-            ignored = _hidden_size_from_d_model(shapes, d_model)
-            raise named(failure, VARIANTS["d_ff_argument_ignored"] if ignored else None) from None
+    expect_parameters(run.param_shapes, dict(zip(WEIGHTS, ([d_ff, d_model], [d_ff, d_model], [d_model, d_ff]))),
+                      "FeedForward_SwiGLU(d_model, d_ff)（nn.Linear(in, out) 的权重形状是 [out, in]，给了 d_ff 时应该原样使用它）",
+                      keys=key_mistakes(d_model))
 
 
 @check("swiglu_module", points=0.5)
@@ -403,18 +365,19 @@ def test_module_default_d_ff(student, rng):
         return [[n, d], [n, d], [d, n]]
 
     wrong = [i for i, d in enumerate(d_models) if shapes[i] != hidden(ref.default_d_ff(d), d)]
-    if not wrong:
-        return
-    i = wrong[0]
-    failure = CheckFailed(f"不给 d_ff 时（第 {i + 1} 个 d_model），W_gate、W_up、W_down 的权重形状没有用默认的 "
-                          f"d_ff = default_d_ff(d_model)", {"param_shapes": shapes[i]})
-    for name in D_FF_SLIPS:
-        if all(shape == hidden(_wrong_d_ff(d)[name], d) for shape, d in zip(shapes, d_models)):
-            raise named(failure, VARIANTS[name])
-    own = _call_or_none(student, "default_d_ff", d_models[i])
-    if isinstance(own, int) and shapes[i] == hidden(own, d_models[i]):
-        raise _localised(failure, "你的模块用的是你自己的 default_d_ff(d_model)，错在 default_d_ff 本身：先通过它的检查")
-    raise failure
+    i = wrong[0] if wrong else 0
+
+    def own_default_d_ff(_shapes, _expected):
+        own = attempt(student.call, "default_d_ff", d_models[i])
+        if isinstance(own, int) and shapes[i] == hidden(own, d_models[i]):
+            return "你的模块用的是你自己的 default_d_ff(d_model)，错在 default_d_ff 本身：先通过它的检查"
+        return None
+
+    expect_equal(shapes, [hidden(ref.default_d_ff(d), d) for d in d_models],
+                 f"不给 d_ff 时（第 {i + 1} 个 d_model），W_gate、W_up、W_down 的权重形状没有用默认的 "
+                 f"d_ff = default_d_ff(d_model)", {"param_shapes": shapes[i]},
+                 variants=lambda: [(name, [hidden(_wrong_d_ff(d)[name], d) for d in d_models]) for name in D_FF_SLIPS],
+                 hint=own_default_d_ff)
 
 
 @check("swiglu_module", points=0.5)
@@ -425,7 +388,7 @@ def test_module_float64_precision(student, rng):
     x = torch.randn(3, 5, d_model, generator=rng, dtype=torch.float64)
     run = student.module("FeedForward_SwiGLU", (d_model, d_ff), state_dict=state, dtype=torch.float64,
                          method="forward", args=(x,))
-    expect_weights_loaded(run, "FeedForward_SwiGLU")
+    expect_weights_loaded(run, "FeedForward_SwiGLU", keys=key_mistakes(d_model))
     with torch.no_grad():
         expected = _reference(d_model, d_ff, state, torch.float64)(x)
     expect_float64_precision(run.outputs, expected, "FeedForward_SwiGLU 的输出")
@@ -442,10 +405,7 @@ def test_module_forward_backward_float64(student, rng):
                              requires_grad=[0])
     run = student.module("FeedForward_SwiGLU", (d_model, d_ff), state_dict=state, dtype=torch.float64,
                          method="forward", args=(x,), grad_outputs=[grad], requires_grad=[0])
-    try:
-        expect_module_matches(run, expected, F64, "FeedForward_SwiGLU")
-    except CheckFailed as failure:
-        raise _diagnose_module(failure, student, run, x, state, d_model, d_ff, F64) from None
+    _expect_module(student, run, expected, x, state, d_model, d_ff, F64)
 
 
 @check("swiglu_module", points=1)
@@ -457,11 +417,7 @@ def test_module_forward_float32(student, rng):
     run = student.module("FeedForward_SwiGLU", (d_model, d_ff), state_dict=state, method="forward", args=(x,))
     with torch.no_grad():
         expected = _reference(d_model, d_ff, state, torch.float32)(x)
-    try:
-        expect_weights_loaded(run, "FeedForward_SwiGLU")
-        expect_close(run.outputs, expected, F32)
-    except CheckFailed as failure:
-        raise _diagnose_module(failure, student, run, x, state, d_model, d_ff, F32) from None
+    _expect_module(student, run, {"outputs": expected}, x, state, d_model, d_ff, F32)
 
 
 # --- swiglu_params --------------------------------------------------------------------------------
@@ -495,43 +451,43 @@ def _swiglu_variants(d: int) -> dict[str, int]:
 @check("swiglu_params", points=1)
 def test_param_counts_relu(student, rng):
     """ffn_param_counts 返回 (int, int)，第一项 relu_ffn_params 对多个 d_model 都正确（两层都带 bias）"""
-    ds = [64, 512, 4096, int(torch.randint(10, 5000, (1,), generator=rng))]
+    ds = [64, 512, 4096, randint(rng, 10, 5000)]
     actual = [_param_counts(student, d)[0] for d in ds]
 
-    def localise(failure, i):
+    def localise(i):
         if actual[i] < 8 * ds[i] ** 2:
-            return _localised(failure, "比两个权重矩阵（d_model × 4·d_model 和 4·d_model × d_model）的元素数之和还少："
-                                       "隐藏维度是 4·d_model")
-        return failure
+            return ("比两个权重矩阵（d_model × 4·d_model 和 4·d_model × d_model）的元素数之和还少："
+                    "隐藏维度是 4·d_model")
+        return None
 
-    _expect_ints_or_name(actual, [ref.ffn_param_counts(d)[0] for d in ds], "relu_ffn_params",
+    _expect_ints_per_d_model(actual, [ref.ffn_param_counts(d)[0] for d in ds], "relu_ffn_params",
                          [_relu_variants(d) for d in ds], localise)
 
 
 def _expect_swiglu_counts(student, ds: list[int]):
     actual = [_param_counts(student, d)[1] for d in ds]
 
-    def localise(failure, i):
+    def localise(i):
         value, d = actual[i], ds[i]
         if value % (3 * d):
-            return _localised(failure, "它不能被 3·d_model 整除：SwiGLU 是三个 d_model × d_ff 的矩阵、没有 bias")
-        own = _call_or_none(student, "default_d_ff", d)
+            return "它不能被 3·d_model 整除：SwiGLU 是三个 d_model × d_ff 的矩阵、没有 bias"
+        own = attempt(student.call, "default_d_ff", d)
         if isinstance(own, int) and own != ref.default_d_ff(d) and value == 3 * d * own:
-            return _localised(failure, "它与你自己的 default_d_ff 一致（3·d_model·default_d_ff(d_model)），"
-                                       "错在 default_d_ff 本身：先通过它的检查")
-        return _localised(failure, "它能被 3·d_model 整除，但商（隐藏维度）不是 default_d_ff(d_model)")
+            return ("它与你自己的 default_d_ff 一致（3·d_model·default_d_ff(d_model)），"
+                    "错在 default_d_ff 本身：先通过它的检查")
+        return "它能被 3·d_model 整除，但商（隐藏维度）不是 default_d_ff(d_model)"
 
-    _expect_ints_or_name(actual, [ref.ffn_param_counts(d)[1] for d in ds], "swiglu_params",
+    _expect_ints_per_d_model(actual, [ref.ffn_param_counts(d)[1] for d in ds], "swiglu_params",
                          [_swiglu_variants(d) for d in ds], localise)
 
 
 @check("swiglu_params", points=1)
 def test_param_counts_swiglu_exact_multiple(student, rng):
     """第二项 swiglu_params 在 8/3·d_model 恰好是 256 的倍数（不需要取整）的 d_model 上正确：三个矩阵，没有 bias"""
-    _expect_swiglu_counts(student, [768, 96 * int(torch.randint(1, 40, (1,), generator=rng))])
+    _expect_swiglu_counts(student, [768, 96 * randint(rng, 1, 40)])
 
 
 @check("swiglu_params", points=1)
 def test_param_counts_swiglu_rounded(student, rng):
     """第二项 swiglu_params 在需要把 d_ff 向上取整到 256 倍数的多个 d_model 上正确"""
-    _expect_swiglu_counts(student, [64, 100, 512, 4096, int(torch.randint(33, 3000, (1,), generator=rng))])
+    _expect_swiglu_counts(student, [64, 100, 512, 4096, randint(rng, 33, 3000)])
