@@ -51,11 +51,10 @@ def hand_inputs(student_id):
 
 def hand_answers(inputs: dict) -> dict:
     """The right answers: ‖q‖ after QK-Norm with γ = 1, the largest ‖k‖ with γ_k, the bound on a logit (eps = 0)."""
-    d = inputs["d_head"]
+    root = math.sqrt(inputs["d_head"])
     top_q = max(abs(g) for g in inputs["gamma_q"])
     top_k = max(abs(g) for g in inputs["gamma_k"])
-    return {"q_norm": math.sqrt(d), "k_norm_max": math.sqrt(d) * top_k,
-            "logit_bound": math.sqrt(d) * top_q * top_k}
+    return {"q_norm": root, "k_norm_max": root * top_k, "logit_bound": root * top_q * top_k}
 
 
 def hand_slips(inputs: dict) -> dict:
