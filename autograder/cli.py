@@ -8,7 +8,7 @@ import typer
 from autograder import __version__, sync_solutions
 
 app = typer.Typer(
-    help="Grade the chapter's six assignments (rmsnorm, gqa_saving, gradient_flow, rope, swiglu, mla).",
+    help="Grade the chapter's seven assignments (rmsnorm, gqa_saving, gradient_flow, rope, swiglu, mla, llama_block).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -30,7 +30,7 @@ def _options(
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="Print the grader version and exit."),
 ):
-    """Grade the chapter's six assignments (rmsnorm, gqa_saving, gradient_flow, rope, swiglu, mla)."""
+    """Grade the chapter's seven assignments (rmsnorm, gqa_saving, gradient_flow, rope, swiglu, mla, llama_block)."""
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Entry points for a fresh machine. Each sets up what it needs first (idempotent), then runs:
 #   bash scripts/dev.sh demo       # build the bundled example class and grade it (the main job)
-#   bash scripts/dev.sh generate   # nbgrader generate_assignment for all six -> release/, and the students' checker
+#   bash scripts/dev.sh generate   # nbgrader generate_assignment for all seven -> release/, and the students' checker
 #   bash scripts/dev.sh test       # the test suite (what CI runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -104,7 +104,7 @@ case "${1:-}" in
         ;;
     generate)
         setup
-        for assignment in rmsnorm gqa_saving gradient_flow rope swiglu mla; do
+        for assignment in rmsnorm gqa_saving gradient_flow rope swiglu mla llama_block; do
             nbgrader generate_assignment "$assignment" --force --log-level=WARN
             test -s "release/$assignment/$assignment.ipynb" || { echo "error: release/$assignment not written" >&2; exit 1; }
         done

@@ -8,4 +8,4 @@ Regions between `### BEGIN SOLUTION` and `### END SOLUTION` are what nbgrader re
 student's notebook; everything outside them (signatures, docstrings) is what the student is given.
 """
 
-ASSIGNMENTS = ("rmsnorm", "gqa_saving", "gradient_flow", "rope", "swiglu", "mla")
+ASSIGNMENTS = ("rmsnorm", "gqa_saving", "gradient_flow", "rope", "swiglu", "mla", "llama_block")

@@ -19,7 +19,7 @@ import importlib
 import random
 
 # Assignments with a hand-computation part, i.e. a module that defines `hand_inputs(student_id)`.
-HAND_ASSIGNMENTS = ("rmsnorm", "gqa_saving", "gradient_flow", "mla")
+HAND_ASSIGNMENTS = ("rmsnorm", "gqa_saving", "gradient_flow", "mla", "llama_block")
 
 
 def student_rng(assignment_id, student_id):

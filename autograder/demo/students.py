@@ -34,8 +34,8 @@ class DemoStudent:
 
 
 def everywhere(spec: str, **overrides: str) -> dict[str, str]:
-    """`spec` for all six assignments, except those given as keyword arguments (None: not submitted)."""
-    work = {a: spec for a in ("rmsnorm", "gqa_saving", "gradient_flow", "rope", "swiglu", "mla")}
+    """`spec` for all seven assignments, except those given as keyword arguments (None: not submitted)."""
+    work = {a: spec for a in ("rmsnorm", "gqa_saving", "gradient_flow", "rope", "swiglu", "mla", "llama_block")}
     work.update(overrides)
     return {a: w for a, w in work.items() if w is not None}
 
@@ -54,11 +54,15 @@ CLASS: tuple[DemoStudent, ...] = (
                 "Strong, but used Hugging Face's rotate_half in RoPE (pairs i and i + d/2).",
                 everywhere("alternative:1", rope="mistake:half_split_pairing", mla="reference")),
     DemoStudent("2024010005", "陈", "静",
-                "Followed the chapter's code too closely: RMS without the root, the chapter's repeat_kv mapping.",
-                everywhere("reference", rmsnorm="mistake:no_sqrt", gqa_saving="mistake:chapter_mod_mapping")),
+                "Followed the chapter's code too closely: RMS without the root, the chapter's repeat_kv mapping, §5's block "
+                "without RoPE and §8's 'norms ≈ 1'.",
+                everywhere("reference", rmsnorm="mistake:no_sqrt", gqa_saving="mistake:chapter_mod_mapping",
+                           llama_block="mistake:no_rope,hand_length_one")),
     DemoStudent("2024010006", "杨", "磊",
-                "Careless with details: eps outside the square root; swish on the wrong SwiGLU branch.",
-                everywhere("reference", rmsnorm="mistake:eps_outside_root", swiglu="mistake:gate_up_swapped")),
+                "Careless with details: eps outside the square root; swish on the wrong SwiGLU branch; the LLaMA block "
+                "in Post-Norm order.",
+                everywhere("reference", rmsnorm="mistake:eps_outside_root", swiglu="mistake:gate_up_swapped",
+                           llama_block="mistake:post_norm_order")),
     DemoStudent("2024010007", "赵", "敏",
                 "Two slips in GQA (mask never applied, ratio as a percentage); MLA returns K as the cache.",
                 everywhere("reference", gqa_saving="mistake:mask_ignored,percent_not_fraction",
@@ -102,9 +106,10 @@ CLASS: tuple[DemoStudent, ...] = (
                 "Skipped the MLA bonus; typed the right choice letter in lower case.",
                 everywhere("alternative:2", mla="unanswered:mla_bonus_code", gradient_flow="mistake:lowercase_letter")),
     DemoStudent("2024010018", "林", "佳怡",
-                "Copied patterns from public code: HF RoPE pairing, the chapter's GQA head mapping; MLA ignores the mask.",
+                "Copied patterns from public code: HF RoPE pairing (also in the LLaMA block), the chapter's GQA head "
+                "mapping; MLA ignores the mask.",
                 everywhere("reference", rope="mistake:half_split_pairing", gqa_saving="mistake:chapter_mod_mapping",
-                           mla="mistake:mask_ignored")),
+                           mla="mistake:mask_ignored", llama_block="mistake:rotate_half_unpermuted")),
     DemoStudent("2024010019", "罗", "凯",
                 "Strong, mixed styles (the second and third catalogued alternatives).",
                 everywhere("alternative:2", rmsnorm="alternative:1", rope="alternative:1")),
