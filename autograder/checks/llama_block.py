@@ -83,6 +83,9 @@ VARIANTS = catalogue(
     Variant("qk_norm_over_d_model", "你的 q_norm / k_norm 是按整个 d_model（拆头之前）建的：QK-Norm 是对每个头各自做 RMSNorm，"
                                     "沿 d_head 归一化，q_norm、k_norm 是 RMSNorm(d_head)，gamma 的形状是 [d_head]",
             title="QK-Norm 沿 d_model 而不是 d_head"),
+    Variant("parameters_renamed", "你的模块的参数形状都对，但名字与约定不同（例如子模块叫 attention 而不是 attn）：评分时按名字加载权重，"
+                                  "子模块和参数的名字要与题目一致（norm_attn、attn、norm_ffn、ffn，W_q、W_k、W_v、W_o，"
+                                  "q_norm、k_norm，gamma）", title="参数名与约定不同"),
     # the block
     Variant("post_norm_order", "你的结果与 Post-Norm 的顺序一致（h = norm_attn(x + attn(x))，out = norm_ffn(h + ffn(h))）："
                                "约定是 Pre-Norm，Norm 只在子层入口，残差不经过 Norm：h = x + attn(norm_attn(x))，"
@@ -297,11 +300,15 @@ def random_theta(rng) -> float:
 
 
 def parameters_diagnosis(param_shapes: dict, want: dict) -> Variant | None:
-    """A catalogued mistake seen in the module's parameters: extra biases, or QK-Norm sized for d_model."""
+    """A catalogued mistake seen in the module's parameters: extra biases, renamed parameters, QK-Norm sized for
+    d_model."""
     mine = {name: list(shape) for name, shape in param_shapes.items()}
     extra = set(mine) - set(want)
     if extra and all(n.endswith(".bias") and n.removesuffix(".bias") + ".weight" in want for n in extra):
         return VARIANTS["linear_bias"]
+    missing = set(want) - set(mine)
+    if extra and missing and sorted(mine[n] for n in extra) == sorted(want[n] for n in missing):
+        return VARIANTS["parameters_renamed"]
     norms = [n for n in want if n.endswith(("q_norm.gamma", "k_norm.gamma"))]
     if norms and any(mine.get(n) not in (None, want[n]) and mine[n][0] > want[n][0] for n in norms):
         return VARIANTS["qk_norm_over_d_model"]
@@ -313,6 +320,17 @@ def expect_parameters(run, want: dict, class_name: str):
         failure = CheckFailed(f"`{class_name}` 的参数应该正好是 {want}，你的是 {run.param_shapes}",
                               {"param_shapes": run.param_shapes})
         raise named(failure, parameters_diagnosis(run.param_shapes, want))
+
+
+def expect_loadable(run, weights: dict, class_name: str):
+    """The pinned weights load into the student's module; when they do not, a catalogued cause is named."""
+    if run.load_error or run.missing_keys or run.unexpected_keys:
+        want = {name: list(t.shape) for name, t in weights.items()}
+        variant = parameters_diagnosis(run.param_shapes, want)
+        if variant is not None:
+            raise named(CheckFailed(f"无法把约定的权重加载进你的 `{class_name}`（你的参数：{run.param_shapes}）",
+                                    {"param_shapes": run.param_shapes}), variant)
+        expect_weights_loaded(run, class_name)
 
 
 def run_module(student, class_name: str, init_args: tuple, init_kwargs: dict, weights: dict, x, mask=None, *,
@@ -333,13 +351,7 @@ def run_module(student, class_name: str, init_args: tuple, init_kwargs: dict, we
     run = student.module(class_name, init_args, init_kwargs, state_dict=weights, dtype=dtype, method="forward",
                          args=args, kwargs=kwargs, grad_outputs=[grad], requires_grad=[0])
     tol = F64 if dtype == torch.float64 else F32_ATTN
-    if run.load_error or run.missing_keys or run.unexpected_keys:
-        want = {name: list(t.shape) for name, t in weights.items()}
-        variant = parameters_diagnosis(run.param_shapes, want)
-        if variant is not None:
-            raise named(CheckFailed(f"无法把约定的权重加载进你的 `{class_name}`（你的参数：{run.param_shapes}）",
-                                    {"param_shapes": run.param_shapes}), variant)
-        expect_weights_loaded(run, class_name)
+    expect_loadable(run, weights, class_name)
     with torch.no_grad():
         candidates = {slip: variant_output(class_name, weights, x, mask, init_args, init_kwargs, slip)
                       for slip in (BLOCK_SLIPS if class_name == "LlamaBlock" else ATTENTION_SLIPS)}
@@ -361,7 +373,7 @@ def expect_precision(student, class_name, init_args, init_kwargs, weights, x, ma
     reference.load_state_dict(weights)
     run = student.module(class_name, init_args, init_kwargs, state_dict=weights, dtype=torch.float64,
                          method="forward", args=(x, mask))
-    expect_weights_loaded(run, class_name)
+    expect_loadable(run, weights, class_name)
     with torch.no_grad():
         expected = reference(x, mask)
     expect_float64_precision(run.outputs, expected, f"`{class_name}` 的输出")

@@ -52,6 +52,11 @@ MISTAKES = [
             [(BLOCK_REF, "        h = x + self.attn(self.norm_attn(x))\n"
                          "        return h + self.ffn(self.norm_ffn(h))\n")],
             {"test_block_causal_float64", "test_block_qk_norm_random_mask_float64"}, diagnosis="mask_ignored"),
+    mistake("attn_renamed", "the attention sub-module named `attention` instead of the pinned `attn`",
+            [("        self.attn = LlamaAttention(", "        self.attention = LlamaAttention("),
+             (BLOCK_REF, "        h = x + self.attention(self.norm_attn(x), mask)\n"
+                         "        return h + self.ffn(self.norm_ffn(h))\n")],
+            {"test_block_parameters", "test_block_float64_precision"} | BLOCK, diagnosis="parameters_renamed"),
     # --- RoPE's place and layout
     mistake("rope_on_bshd_layout",
             "apply_rotary_emb called on the [B, S, H, D] layout (K after repeat_kv): rotated by head index, silent when "
