@@ -23,7 +23,7 @@ from transformers.models.qwen3.modeling_qwen3 import Qwen3Config, Qwen3DecoderLa
 D_MODEL, HEADS, KV_HEADS, D_FF, THETA, EPS = 64, 8, 2, 96, 500.0, 1e-6
 D_HEAD = D_MODEL // HEADS
 B, S = 2, 7
-F32_AGREEMENT = 1e-5  # measured: 1.4e-6 (LLaMA), 9.7e-7 (Qwen3)
+F32_AGREEMENT = 1e-5  # measured with these weights: 3.8e-6 (LLaMA and Qwen3); without the permutation 9.4 and 9.0
 
 
 def our_block(qk_norm: bool, seed: int = 0) -> ref.LlamaBlock:
