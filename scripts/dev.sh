@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Entry points for a fresh machine. Each sets up what it needs first (idempotent), then runs:
 #   bash scripts/dev.sh demo       # build the bundled example class and grade it (the main job)
-#   bash scripts/dev.sh generate   # nbgrader generate_assignment for all six -> release/, and the students' checker
+#   bash scripts/dev.sh generate   # nbgrader generate_assignment for all seven -> release/, and the students' checker
 #   bash scripts/dev.sh test       # the test suite (what CI runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,8 @@ setup() {
     [ -n "$python" ] || { echo "error: Python 3.11 not found; set PYTHON=/path/to/python3.11" >&2; exit 1; }
     [ -x "$VENV/bin/python" ] || "$python" -m venv "$VENV"
     # torch first, pinned: the CPU build 2.13.0; everything after it is installed with the constraints file
-    # that pins it (environment/constraints.txt), so nothing that depends on torch can replace it
+    # that pins it (environment/constraints.txt), so nothing that depends on torch can replace it; the test
+    # extra brings transformers==5.23.0 (only tests/test_llama_cross_check.py imports it)
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check torch==2.13.0
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c environment/constraints.txt \
         -e ".[test,dask]"

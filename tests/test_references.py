@@ -337,3 +337,39 @@ def test_mla_absorbed_path_equals_forward_and_cache_is_the_latent(dtype):
 def test_mla_cache_bytes():
     assert mla.mla_cache_bytes(1, 4096, 64) == 64 * 4096 * 2  # the chapter's figure: 0.5 MiB
     assert mla.mla_cache_bytes(2, 1024, 512, d_rope=64, bytes_per_element=2, num_layers=3) == 2 * 1024 * 576 * 2 * 3
+
+
+# --- llama_block: the given parts are the earlier references, written independently --------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_llama_block_given_parts_equal_the_earlier_references(dtype):
+    from solutions import llama_block
+
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 3, 6, 16, generator=g, dtype=dtype)
+    norm = llama_block.RMSNorm(16).to(dtype)
+    with torch.no_grad():
+        norm.gamma.copy_(torch.rand(16, generator=g, dtype=dtype) + 0.5)
+    torch.testing.assert_close(norm(x), rmsnorm.rms_norm(x, norm.gamma.detach()), **TOL[dtype])
+    for got, want in zip(llama_block.precompute_rope_freqs(16, 6, 500.0, dtype),
+                         rope.precompute_rope_freqs(16, 6, 500.0, dtype)):
+        torch.testing.assert_close(got, want, **TOL[dtype])
+    cos, sin = rope.precompute_rope_freqs(16, 6, dtype=dtype)
+    torch.testing.assert_close(llama_block.apply_rotary_emb(x, cos, sin), rope.apply_rotary_emb(x, cos, sin), **TOL[dtype])
+    kv = torch.randn(2, 5, 3, 4, generator=g, dtype=dtype)
+    assert torch.equal(llama_block.repeat_kv(kv, 4), gqa_saving.repeat_kv(kv, 4))
+    assert all(llama_block.default_d_ff(d) == swiglu.default_d_ff(d) for d in (1, 64, 100, 300, 512, 4096))
+    ours, theirs = llama_block.FeedForward_SwiGLU(16, 40).to(dtype), swiglu.FeedForward_SwiGLU(16, 40).to(dtype)
+    theirs.load_state_dict(ours.state_dict())
+    torch.testing.assert_close(ours(x), theirs(x), **TOL[dtype])
+
+
+def test_llama_block_with_unit_norm_weights_after_qk_norm_has_lengths_sqrt_d_head():
+    """§8 corrected: with gamma = 1, q and k after QK-Norm have length sqrt(d_head) (11.31 at 128), not 1."""
+    from solutions import llama_block
+
+    norm = llama_block.RMSNorm(128, eps=0.0).double()
+    q = torch.randn(10, 128, dtype=torch.float64) * 7
+    torch.testing.assert_close(norm(q).norm(dim=-1), torch.full((10,), math.sqrt(128), dtype=torch.float64))
+    assert round(math.sqrt(128), 2) == 11.31

@@ -87,7 +87,7 @@ def test_a_misspelt_assignment_gets_a_suggestion(tmp_path):
     code, text = check(release_notebook("rmsnorm"), "rmsnrom")
     assert code == 2
     assert text == ("❌ 没有名为 'rmsnrom' 的作业。你是不是想写 rmsnorm？"
-                    "（作业有：gqa_saving、gradient_flow、mla、rmsnorm、rope、swiglu）")
+                    "（作业有：gqa_saving、gradient_flow、llama_block、mla、rmsnorm、rope、swiglu）")
     assert "无法判断" not in text
 
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from solutions import gqa_saving, mla, rmsnorm
+from solutions import gqa_saving, llama_block, mla, rmsnorm
 from autograder.assignments import assignment_ids, has_hand
 from solutions.student_params import student_answers, student_params
 
@@ -14,10 +14,10 @@ MANY_IDS = [f"s{i:05d}" for i in range(3000)] + ["alice", "Bob Smith", "张三",
 # Two answers count as the same number below this relative distance; the graded tolerance is 5e-4
 # and EXERCISES.md asks variants to stay >= 1e-2 apart.
 SEPARATION = 1e-2
-MODULES_WITH_SLIPS = {"rmsnorm": rmsnorm, "gqa_saving": gqa_saving, "mla": mla}
+MODULES_WITH_SLIPS = {"rmsnorm": rmsnorm, "gqa_saving": gqa_saving, "mla": mla, "llama_block": llama_block}
 # Answer fields in the same unit: a slip in one must not land on the right answer of another.
 SAME_UNIT_FIELDS = {"rmsnorm": [], "gqa_saving": ["mha_kv_bytes", "gqa_kv_bytes"],
-                    "mla": ["mha_bytes", "gqa_bytes", "mla_bytes"]}
+                    "mla": ["mha_bytes", "gqa_bytes", "mla_bytes"], "llama_block": []}
 
 
 @pytest.mark.parametrize("assignment_id", HAND)

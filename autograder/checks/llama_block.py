@@ -1,0 +1,508 @@
+"""Checks of the llama_block assignment: the QK-Norm hand part, LlamaAttention, LlamaBlock, permute_for_rotate_half.
+
+Inputs: 1 < num_kv_heads < num_q_heads; seq_len != num_q_heads except in the one check where they are equal on
+purpose (RoPE applied on the [B, S, H, D] layout is then silent instead of a shape error); batch >= 2 with
+different rows; weights N(0, 1.5² / fan_in) so that attention scores are of order 1; random non-unit gammas
+(QK-Norm before or after RoPE then differ: a rotation commutes with a norm whose gamma is uniform); a causal mask
+and a random 0/-inf mask; theta drawn far from 10000 in one check per module.
+
+The module checks load the weights by the pinned names and compare forward, the input gradient and every parameter
+gradient with the reference in float64 (and float32 where said). When the output is wrong, the same inputs and
+weights go through the catalogued variants below (a functional re-implementation, grader side only, float64); a
+match names the mistake. The matching is in small helpers (`expect_output`, `expect_number_named`) that decide
+before the kit's expectation raises, so this module has no `except CheckFailed`.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from autograder.checks import (
+    F32_ATTN,
+    F64,
+    HAND,
+    CheckFailed,
+    Tol,
+    causal_mask,
+    check,
+    expect_close,
+    expect_float64_precision,
+    expect_module_matches,
+    expect_number,
+    expect_true,
+    expect_weights_loaded,
+    run_reference,
+    same_values,
+)
+from autograder.checks.gqa_saving import VARIANTS as GQA_VARIANTS
+from autograder.checks.gqa_saving import random_mask
+from autograder.checks.diagnosis import PRECISION, Variant, catalogue, family, named
+from autograder.checks.probes import describe_value
+from solutions import llama_block as ref
+from solutions.student_params import student_answers, student_params
+
+# --- the catalogue of mistakes ----------------------------------------------------------------------
+
+ATTENTION_FAMILIES = ("no_scale", "scale_d_model", "mask_ignored", "mask_multiplied", "softmax_wrong_dim",
+                      "merge_heads_without_transpose", "no_output_projection", "linear_bias")
+
+VARIANTS = catalogue(
+    PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
+    *family(*ATTENTION_FAMILIES),
+    GQA_VARIANTS["mod_mapping"],  # the chapter's h % num_kv_heads pairing: one name, one explanation with gqa_saving
+    # the hand part
+    Variant("qk_length_one", "你的答案与「QK-Norm 之后 q、k 的长度 ≈ 1」一致（本章 §8 就是这么说的，但它错了）：RMSNorm 让的是"
+                             "均方根 sqrt(mean(x²)) 等于 1，d_head 维向量的长度（L2 范数）因此是 sqrt(d_head)·（γ 的尺度）",
+            title="以为 QK-Norm 后长度 ≈ 1"),
+    Variant("qk_squared_length", "你的答案与「长度的平方」一致：均方根为 1 时 Σx² = d_head，长度是它的平方根 sqrt(d_head)",
+            title="算成了长度的平方"),
+    Variant("qk_gamma_ignored", "你的答案与「忽略了 γ」一致：QK-Norm 的输出是 x / rms(x) ⊙ γ，长度的最大值要乘上 max|γ|",
+            title="忽略了 QK-Norm 的 γ"),
+    Variant("gamma_max_without_abs", "你的答案与「取 γ 的最大值而不是绝对值的最大值」一致：γ 里有负数，"
+                                     "|γ_i · x_i| 看的是 |γ_i|，上界用 max|γ|", title="γ 的最大值没取绝对值"),
+    Variant("bound_unscaled", "你的 logit_bound 与「没有除以 √d_head」一致：logit 是 q·k / √d_head，"
+                              "上界是 ‖q̂‖ 的最大值 × ‖k̂‖ 的最大值 / √d_head = √d_head · max|γ_q| · max|γ_k|",
+            title="上界没有除以 √d_head"),
+    # the attention
+    Variant("rotate_half_unpermuted", "你的结果与「RoPE 按 rotate_half 配对 (i, i + d/2)」一致，而权重没有重排：本作业按相邻两维 "
+                                      "(2i, 2i+1) 配对（给定的 apply_rotary_emb）。两种配对是同一个旋转的两种布局，"
+                                      "权重要配它自己的布局（换布局要用 permute_for_rotate_half 重排 W_q、W_k 的行）",
+            title="rotate_half 配对（权重未重排）", convention=True),
+    Variant("rope_k_missing", "你的结果与「只对 q 施加了 RoPE，k 没有旋转」一致：q 和 k 都要旋转，"
+                              "点积才只依赖相对位置", title="k 没有施加 RoPE"),
+    Variant("rope_on_v", "你的结果与「对 v 也施加了 RoPE」一致：RoPE 只作用在 q 和 k 上（位置信息进的是注意力分数），v 不旋转",
+            title="v 也施加了 RoPE"),
+    Variant("no_rope", "你的结果与「q、k 实际上没有施加 RoPE」一致：要么完全没有 RoPE（本章 §5 的 LLaMABlock 用 "
+                       "nn.MultiheadAttention，就是这样），要么在 [B, S, H, d_head] 的布局上调用了 apply_rotary_emb——它把倒数"
+                       "第二维当作位置，于是按头的编号旋转，同一个头的 q 和 k 转了同样的角度，在点积里互相抵消（H == S 时不报错，"
+                       "H != S 时是形状错误）。拆头之后先 transpose(1, 2) 成 [B, H, S, d_head]，再对 q、k 施加 RoPE",
+            title="RoPE 没有起作用"),
+    Variant("rope_before_qk_norm", "你的结果与「先 RoPE、后 QK-Norm」一致：约定是拆头之后先做 QK-Norm，再对 q、k 施加 RoPE"
+                                   "（γ 不全相等时两种顺序结果不同）", title="RoPE 放在了 QK-Norm 之前"),
+    Variant("qk_norm_over_d_model", "你的 q_norm / k_norm 是按整个 d_model（拆头之前）建的：QK-Norm 是对每个头各自做 RMSNorm，"
+                                    "沿 d_head 归一化，q_norm、k_norm 是 RMSNorm(d_head)，gamma 的形状是 [d_head]",
+            title="QK-Norm 沿 d_model 而不是 d_head"),
+    Variant("parameters_renamed", "你的模块的参数形状都对，但名字与约定不同（例如子模块叫 attention 而不是 attn）：评分时按名字加载权重，"
+                                  "子模块和参数的名字要与题目一致（norm_attn、attn、norm_ffn、ffn，W_q、W_k、W_v、W_o，"
+                                  "q_norm、k_norm，gamma）", title="参数名与约定不同"),
+    # the block
+    Variant("post_norm_order", "你的结果与 Post-Norm 的顺序一致（h = norm_attn(x + attn(x))，out = norm_ffn(h + ffn(h))）："
+                               "约定是 Pre-Norm，Norm 只在子层入口，残差不经过 Norm：h = x + attn(norm_attn(x))，"
+                               "out = h + ffn(norm_ffn(h))", title="用了 Post-Norm 的顺序"),
+    Variant("attn_residual_dropped", "你的结果与「注意力子层没有残差」一致（h = attn(norm_attn(x))）：要加回输入，"
+                                     "h = x + attn(norm_attn(x))", title="注意力子层丢了残差"),
+    Variant("ffn_residual_dropped", "你的结果与「FFN 子层没有残差」一致（out = ffn(norm_ffn(h))）：要加回 h，"
+                                    "out = h + ffn(norm_ffn(h))", title="FFN 子层丢了残差"),
+    Variant("norm_ffn_for_attention", "你的结果与「注意力前面也用了 norm_ffn」一致：两个子层各有自己的 RMSNorm，"
+                                      "注意力前是 norm_attn，FFN 前是 norm_ffn", title="注意力前用了 norm_ffn"),
+    # permute_for_rotate_half
+    Variant("inverse_permutation", "你的结果是约定的重排的逆：新的第 j 行（j < d_head // 2）应该是原来的第 2j 行、新的第 "
+                                   "d_head // 2 + j 行是原来的第 2j + 1 行（view(n_heads, d_head // 2, 2, cols) 再 transpose(1, 2)），"
+                                   "你的是把前一半放到偶数行", title="重排方向反了"),
+    Variant("permute_across_heads", "你的结果与「把所有行当成一个头来重排」一致：重排在每个头内部各自进行（先 view 成 "
+                                    "[n_heads, d_head // 2, 2, cols]），行不能跨头移动", title="重排跨了头"),
+)
+
+ATTENTION_SLIPS = ("mod_mapping", *[n for n in ATTENTION_FAMILIES if n != "linear_bias"],
+                   "rotate_half_unpermuted", "rope_k_missing", "rope_on_v", "no_rope", "rope_before_qk_norm")
+BLOCK_SLIPS = ATTENTION_SLIPS + ("post_norm_order", "attn_residual_dropped", "ffn_residual_dropped",
+                                 "norm_ffn_for_attention")
+
+
+# --- the variants, grader side only, float64 ------------------------------------------------------
+
+
+def _rms(x, gamma, eps):
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma
+
+
+def _rope(x, cos, sin, slip):
+    """x [B, H, S, D]: adjacent pairs, or rotate_half for that slip."""
+    if slip == "rotate_half_unpermuted":
+        half = x.shape[-1] // 2
+        c, s = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+        return x * c + torch.cat([-x[..., half:], x[..., :half]], -1) * s
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((even * cos - odd * sin, odd * cos + even * sin), -1).flatten(-2)
+
+
+def attention_variant(w: dict, prefix: str, x, mask, num_q_heads: int, num_kv_heads: int, *, qk_norm: bool,
+                      eps: float, theta: float, slip: str | None):
+    """LlamaAttention's forward with one catalogued slip (None: the right one), weights by the pinned names."""
+    x = x.double()
+    w = {k: v.double() for k, v in w.items()}
+    B, S, d_model = x.shape
+    H, Hkv = num_q_heads, num_kv_heads
+    D = d_model // H
+    q = (x @ w[prefix + "W_q.weight"].T).view(B, S, H, D)
+    k = (x @ w[prefix + "W_k.weight"].T).view(B, S, Hkv, D)
+    v = (x @ w[prefix + "W_v.weight"].T).view(B, S, Hkv, D)
+    cos, sin = (t.double() for t in ref.precompute_rope_freqs(D, S, theta, dtype=torch.float64))
+    kv_of_head = [h % Hkv if slip == "mod_mapping" else h // (H // Hkv) for h in range(H)]
+    k, v = k[:, :, kv_of_head], v[:, :, kv_of_head]
+    norm = qk_norm and slip != "rope_before_qk_norm"
+    if norm:
+        q, k = _rms(q, w[prefix + "q_norm.gamma"], eps), _rms(k, w[prefix + "k_norm.gamma"], eps)
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, H, S, D]
+    if slip != "no_rope":
+        q = _rope(q, cos, sin, slip)
+        if slip != "rope_k_missing":
+            k = _rope(k, cos, sin, slip)
+        if slip == "rope_on_v":
+            v = _rope(v, cos, sin, slip)
+    if qk_norm and slip == "rope_before_qk_norm":
+        q, k = _rms(q, w[prefix + "q_norm.gamma"], eps), _rms(k, w[prefix + "k_norm.gamma"], eps)
+    scale = {"no_scale": 1.0, "scale_d_model": 1 / math.sqrt(d_model)}.get(slip, 1 / math.sqrt(D))
+    scores = q @ k.transpose(-2, -1) * scale
+    if mask is not None and slip != "mask_ignored":
+        scores = scores * mask.double() if slip == "mask_multiplied" else scores + mask.double()
+    weights = F.softmax(scores, dim=-2 if slip == "softmax_wrong_dim" else -1)
+    out = weights @ v
+    out = out.reshape(B, S, H * D) if slip == "merge_heads_without_transpose" else out.transpose(1, 2).reshape(B, S, H * D)
+    return out if slip == "no_output_projection" else out @ w[prefix + "W_o.weight"].T
+
+
+def block_variant(w: dict, x, mask, num_q_heads: int, num_kv_heads: int, *, qk_norm: bool, eps: float,
+                  theta: float, slip: str | None):
+    """LlamaBlock's forward with one catalogued slip (an attention slip is inherited by the block)."""
+    x = x.double()
+    w = {k: v.double() for k, v in w.items()}
+    attn_slip = slip if slip in ATTENTION_SLIPS else None
+
+    def attn(t):
+        return attention_variant(w, "attn.", t, mask, num_q_heads, num_kv_heads, qk_norm=qk_norm, eps=eps,
+                                 theta=theta, slip=attn_slip)
+
+    def ffn(t):
+        return (F.silu(t @ w["ffn.W_gate.weight"].T) * (t @ w["ffn.W_up.weight"].T)) @ w["ffn.W_down.weight"].T
+
+    def norm(t, which):
+        return _rms(t, w[which + ".gamma"], eps)
+
+    if slip == "post_norm_order":
+        h = norm(x + attn(x), "norm_attn")
+        return norm(h + ffn(h), "norm_ffn")
+    a = attn(norm(x, "norm_ffn" if slip == "norm_ffn_for_attention" else "norm_attn"))
+    h = a if slip == "attn_residual_dropped" else x + a
+    f = ffn(norm(h, "norm_ffn"))
+    return f if slip == "ffn_residual_dropped" else h + f
+
+
+def permute_variant(w, n_heads: int, d_head: int, slip: str):
+    if slip == "inverse_permutation":
+        return w.reshape(n_heads, 2, d_head // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
+    if slip == "permute_across_heads":
+        return ref.permute_for_rotate_half(w, 1, n_heads * d_head)
+    raise ValueError(slip)
+
+
+# --- matching a variant (to port to the kit's `variants=` when it has one) -------------------------------
+
+
+def matching_variant(actual, expected, tol: Tol, candidates: dict) -> Variant | None:
+    """The first catalogued variant whose values `actual` has (and the reference has not)."""
+    for name, value in candidates.items():
+        if value.shape != expected.shape:
+            continue
+        value = value.to(expected.dtype)
+        if not same_values(expected, value, tol) and same_values(actual, value, tol):
+            return VARIANTS[name]
+    return None
+
+
+def expect_output(actual, expected, tol: Tol, candidates: dict, what: str = "输出"):
+    """`actual` equals the reference; when it has the values of a catalogued variant instead, the failure names it."""
+    match = matching_variant(actual, expected, tol, candidates) if isinstance(actual, torch.Tensor) else None
+    if match is not None:
+        raise named(CheckFailed(f"{what}与参考实现不一致", {"shape": list(actual.shape)}), match)
+    expect_close(actual, expected, tol, what)
+
+
+def expect_number_named(actual, expected: float, what: str, slips: dict):
+    """A typed answer; a wrong one that equals what a catalogued slip gives is named."""
+    if isinstance(actual, (int, float)) and not isinstance(actual, bool) and math.isfinite(actual) \
+            and abs(actual - expected) > HAND * abs(expected):
+        match = next((VARIANTS[name] for name, value in slips.items()
+                      if abs(value - expected) > HAND * abs(expected)
+                      and abs(actual - value) <= HAND * max(abs(value), 1e-12)), None)
+        if match is not None:
+            raise named(CheckFailed(f"`{what}` 不对（超出相对误差容限 {HAND:g}，即 4 位有效数字）",
+                                    {"tolerance": HAND}), match)
+    expect_number(actual, expected, what)
+
+
+# --- llama_hand -------------------------------------------------------------------------------------
+
+HAND_SLIP_NAMES = {"norm_is_one": "qk_length_one", "squared_norm": "qk_squared_length",
+                   "gamma_ignored": "qk_gamma_ignored", "max_without_abs": "gamma_max_without_abs",
+                   "bound_unscaled": "bound_unscaled"}
+
+
+def expect_hand(student, student_id, answer: str):
+    inputs = student_params("llama_block", student_id)
+    right = student_answers("llama_block", student_id)[answer]
+    slips = {HAND_SLIP_NAMES[name]: values[answer] for name, values in ref.hand_slips(inputs).items()
+             if values[answer] != right}
+    expect_number_named(student.variable(answer), right, answer, slips)
+
+
+@check("llama_hand", points=1)
+def test_hand_q_norm(student, student_id):
+    """q_norm（γ = 1 时 QK-Norm 之后 q 的长度）与按你的学号算出的答案一致（4 位有效数字）"""
+    expect_hand(student, student_id, "q_norm")
+
+
+@check("llama_hand", points=1)
+def test_hand_k_norm_max(student, student_id):
+    """k_norm_max（用你的 γ_k，QK-Norm 之后 k 的长度的最大值）与按你的学号算出的答案一致（4 位有效数字）"""
+    expect_hand(student, student_id, "k_norm_max")
+
+
+@check("llama_hand", points=1)
+def test_hand_logit_bound(student, student_id):
+    """logit_bound（|q̂·k̂| / √d_head 的上界）与按你的学号算出的答案一致（4 位有效数字）"""
+    expect_hand(student, student_id, "logit_bound")
+
+
+# --- weights and inputs ---------------------------------------------------------------------------------
+
+
+def attention_shapes(d_model: int, num_q_heads: int, num_kv_heads: int, qk_norm: bool, prefix: str = "") -> dict:
+    d_head = d_model // num_q_heads
+    shapes = {"W_q.weight": [num_q_heads * d_head, d_model], "W_k.weight": [num_kv_heads * d_head, d_model],
+              "W_v.weight": [num_kv_heads * d_head, d_model], "W_o.weight": [d_model, num_q_heads * d_head]}
+    if qk_norm:
+        shapes.update({"q_norm.gamma": [d_head], "k_norm.gamma": [d_head]})
+    return {prefix + name: shape for name, shape in shapes.items()}
+
+
+def block_shapes(d_model: int, num_q_heads: int, num_kv_heads: int, d_ff: int | None, qk_norm: bool) -> dict:
+    hidden = ref.default_d_ff(d_model) if d_ff is None else d_ff
+    return {"norm_attn.gamma": [d_model], **attention_shapes(d_model, num_q_heads, num_kv_heads, qk_norm, "attn."),
+            "norm_ffn.gamma": [d_model], "ffn.W_gate.weight": [hidden, d_model], "ffn.W_up.weight": [hidden, d_model],
+            "ffn.W_down.weight": [d_model, hidden]}
+
+
+def random_weights(rng, shapes: dict, dtype) -> dict:
+    """Projections N(0, 1.5² / fan_in); norm weights in [0.5, 1.5] (non-unit, different per dim)."""
+    weights = {}
+    for name, shape in shapes.items():
+        if name.endswith("gamma"):
+            weights[name] = (0.5 + torch.rand(shape, generator=rng, dtype=torch.float64)).to(dtype)
+        else:
+            weights[name] = (1.5 / math.sqrt(shape[1]) * torch.randn(shape, generator=rng, dtype=torch.float64)).to(dtype)
+    return weights
+
+
+def random_theta(rng) -> float:
+    return round(float(10 ** (2.5 + torch.rand(1, generator=rng, dtype=torch.float64))), 3)
+
+
+def parameters_diagnosis(param_shapes: dict, want: dict) -> Variant | None:
+    """A catalogued mistake seen in the module's parameters: extra biases, renamed parameters, QK-Norm sized for
+    d_model."""
+    mine = {name: list(shape) for name, shape in param_shapes.items()}
+    extra = set(mine) - set(want)
+    if extra and all(n.endswith(".bias") and n.removesuffix(".bias") + ".weight" in want for n in extra):
+        return VARIANTS["linear_bias"]
+    missing = set(want) - set(mine)
+    if extra and missing and sorted(mine[n] for n in extra) == sorted(want[n] for n in missing):
+        return VARIANTS["parameters_renamed"]
+    norms = [n for n in want if n.endswith(("q_norm.gamma", "k_norm.gamma"))]
+    if norms and any(mine.get(n) not in (None, want[n]) and mine[n][0] > want[n][0] for n in norms):
+        return VARIANTS["qk_norm_over_d_model"]
+    return None
+
+
+def expect_parameters(run, want: dict, class_name: str):
+    if run.param_shapes != want:
+        failure = CheckFailed(f"`{class_name}` 的参数应该正好是 {want}，你的是 {run.param_shapes}",
+                              {"param_shapes": run.param_shapes})
+        raise named(failure, parameters_diagnosis(run.param_shapes, want))
+
+
+def expect_loadable(run, weights: dict, class_name: str):
+    """The pinned weights load into the student's module; when they do not, a catalogued cause is named."""
+    if run.load_error or run.missing_keys or run.unexpected_keys:
+        want = {name: list(t.shape) for name, t in weights.items()}
+        variant = parameters_diagnosis(run.param_shapes, want)
+        if variant is not None:
+            raise named(CheckFailed(f"无法把约定的权重加载进你的 `{class_name}`（你的参数：{run.param_shapes}）",
+                                    {"param_shapes": run.param_shapes}), variant)
+        expect_weights_loaded(run, class_name)
+
+
+def run_module(student, class_name: str, init_args: tuple, init_kwargs: dict, weights: dict, x, mask=None, *,
+               mask_by_keyword=False, rng):
+    """Forward and backward of the student's module and of the reference on the same weights and inputs; a wrong
+    output is compared with the catalogued variants, a wrong set of parameters is named from its shapes."""
+    dtype = x.dtype
+    grad = torch.randn(x.shape, generator=rng, dtype=torch.float64).to(dtype)
+    args, kwargs = (x,), {}
+    if mask is not None:
+        if mask_by_keyword:
+            kwargs = {"mask": mask}
+        else:
+            args = (x, mask)
+    reference = getattr(ref, class_name)(*init_args, **init_kwargs).to(dtype)
+    reference.load_state_dict(weights)
+    expected = run_reference(reference, args, kwargs, grad_outputs=[grad], requires_grad=[0])
+    run = student.module(class_name, init_args, init_kwargs, state_dict=weights, dtype=dtype, method="forward",
+                         args=args, kwargs=kwargs, grad_outputs=[grad], requires_grad=[0])
+    tol = F64 if dtype == torch.float64 else F32_ATTN
+    expect_loadable(run, weights, class_name)
+    with torch.no_grad():
+        candidates = {slip: variant_output(class_name, weights, x, mask, init_args, init_kwargs, slip)
+                      for slip in (BLOCK_SLIPS if class_name == "LlamaBlock" else ATTENTION_SLIPS)}
+    expect_output(run.outputs, expected["outputs"], tol, candidates, f"`{class_name}` 的输出")
+    expect_module_matches(run, expected, tol, class_name)
+
+
+def variant_output(class_name: str, weights, x, mask, init_args, init_kwargs, slip):
+    d_model, num_q_heads, num_kv_heads = init_args[:3]
+    options = dict(qk_norm=init_kwargs.get("qk_norm", False), eps=init_kwargs.get("eps", 1e-6),
+                   theta=init_kwargs.get("theta", 10000.0), slip=slip)
+    if class_name == "LlamaBlock":
+        return block_variant(weights, x, mask, num_q_heads, num_kv_heads, **options)
+    return attention_variant(weights, "", x, mask, num_q_heads, num_kv_heads, **options)
+
+
+def expect_precision(student, class_name, init_args, init_kwargs, weights, x, mask):
+    reference = getattr(ref, class_name)(*init_args, **init_kwargs).double()
+    reference.load_state_dict(weights)
+    run = student.module(class_name, init_args, init_kwargs, state_dict=weights, dtype=torch.float64,
+                         method="forward", args=(x, mask))
+    expect_loadable(run, weights, class_name)
+    with torch.no_grad():
+        expected = reference(x, mask)
+    expect_float64_precision(run.outputs, expected, f"`{class_name}` 的输出")
+
+
+# --- llama_attention ---------------------------------------------------------------------------------
+
+
+@check("llama_attention", points=0.5)
+def test_attention_parameters(student):
+    """LlamaAttention 的参数正好是 W_q, W_k, W_v, W_o 的 weight（没有 bias），qk_norm=True 时还有 q_norm.gamma、k_norm.gamma，形状正确"""
+    for qk_norm in (False, True):
+        run = student.module("LlamaAttention", (40, 4, 2), {"qk_norm": qk_norm}, return_state=True)
+        expect_parameters(run, attention_shapes(40, 4, 2, qk_norm), f"LlamaAttention(40, 4, 2, qk_norm={qk_norm})")
+
+
+@check("llama_attention", points=1)
+def test_attention_causal_float64(student, rng):
+    """加因果掩码时，float64 的 forward、输入梯度和各个权重的梯度都与参考实现一致（RoPE、GQA，不带 QK-Norm）"""
+    config = (72, 6, 2)
+    weights = random_weights(rng, attention_shapes(*config, False), torch.float64)
+    x = torch.randn(3, 5, 72, generator=rng, dtype=torch.float64)
+    run_module(student, "LlamaAttention", config, {}, weights, x, causal_mask(5, torch.float64), rng=rng)
+
+
+@check("llama_attention", points=1)
+def test_attention_qk_norm_random_mask_float64(student, rng):
+    """qk_norm=True、非默认的 theta、任意的加性掩码按关键字 mask= 传入时，forward 和各个梯度都与参考实现一致（float64）"""
+    config, options = (64, 8, 2), {"qk_norm": True, "theta": random_theta(rng)}
+    weights = random_weights(rng, attention_shapes(*config, True), torch.float64)
+    x = torch.randn(2, 7, 64, generator=rng, dtype=torch.float64)
+    run_module(student, "LlamaAttention", config, options, weights, x, random_mask(rng, 7, torch.float64),
+               mask_by_keyword=True, rng=rng)
+
+
+@check("llama_attention", points=1)
+def test_attention_heads_equal_seq_len_float32(student, rng):
+    """头数等于序列长度（H == S，布局错了也不报错）时，float32 的 forward 和梯度与参考实现一致（不传 mask）"""
+    config = (48, 4, 2)
+    weights = random_weights(rng, attention_shapes(*config, False), torch.float32)
+    x = torch.randn(2, 4, 48, generator=rng)
+    run_module(student, "LlamaAttention", config, {}, weights, x, rng=rng)
+
+
+@check("llama_attention", points=0.5)
+def test_attention_float64_precision(student, rng):
+    """float64 的输入全程用 float64 计算：qk_norm=True、因果掩码时 forward 与参考实现一致到 float64 的精度"""
+    config, options = (72, 6, 2), {"qk_norm": True}
+    weights = random_weights(rng, attention_shapes(*config, True), torch.float64)
+    x = torch.randn(3, 5, 72, generator=rng, dtype=torch.float64)
+    expect_precision(student, "LlamaAttention", config, options, weights, x, causal_mask(5, torch.float64))
+
+
+# --- llama_block_module ---------------------------------------------------------------------------------
+
+
+@check("llama_block_module", points=0.5)
+def test_block_parameters(student):
+    """LlamaBlock 的参数名正好是约定的（norm_attn、attn.W_*、norm_ffn、ffn.W_*，qk_norm=True 时还有 attn.q_norm、attn.k_norm），d_ff=None 时用默认的 d_ff"""
+    for d_ff, qk_norm in ((None, False), (40, True)):
+        run = student.module("LlamaBlock", (48, 6, 2), {"d_ff": d_ff, "qk_norm": qk_norm}, return_state=True)
+        expect_parameters(run, block_shapes(48, 6, 2, d_ff, qk_norm), f"LlamaBlock(48, 6, 2, d_ff={d_ff}, qk_norm={qk_norm})")
+
+
+@check("llama_block_module", points=1)
+def test_block_causal_float64(student, rng):
+    """加因果掩码、默认 d_ff 时，LlamaBlock 的 float64 forward、输入梯度和各个权重的梯度都与参考实现一致"""
+    config = (48, 6, 2)
+    weights = random_weights(rng, block_shapes(*config, None, False), torch.float64)
+    x = torch.randn(2, 5, 48, generator=rng, dtype=torch.float64)
+    run_module(student, "LlamaBlock", config, {}, weights, x, causal_mask(5, torch.float64), rng=rng)
+
+
+@check("llama_block_module", points=1)
+def test_block_qk_norm_random_mask_float64(student, rng):
+    """qk_norm=True、给定 d_ff、非默认 theta、任意的加性掩码（关键字 mask=）时，forward 和各个梯度都与参考实现一致（float64）"""
+    config, options = (64, 8, 2), {"d_ff": 40, "qk_norm": True, "theta": random_theta(rng)}
+    weights = random_weights(rng, block_shapes(*config, 40, True), torch.float64)
+    x = torch.randn(2, 6, 64, generator=rng, dtype=torch.float64)
+    run_module(student, "LlamaBlock", config, options, weights, x, random_mask(rng, 6, torch.float64),
+               mask_by_keyword=True, rng=rng)
+
+
+@check("llama_block_module", points=0.5)
+def test_block_float32(student, rng):
+    """float32 的输入（qk_norm=True，不传 mask）：forward 和梯度与参考实现一致，输出是 float32"""
+    config, options = (48, 4, 2), {"d_ff": 40, "qk_norm": True}
+    weights = random_weights(rng, block_shapes(*config, 40, True), torch.float32)
+    x = torch.randn(3, 5, 48, generator=rng)
+    run_module(student, "LlamaBlock", config, options, weights, x, rng=rng)
+
+
+@check("llama_block_module", points=0.5)
+def test_block_float64_precision(student, rng):
+    """float64 的输入全程用 float64 计算：qk_norm=True、因果掩码时 LlamaBlock 与参考实现一致到 float64 的精度"""
+    config, options = (48, 6, 2), {"d_ff": 40, "qk_norm": True}
+    weights = random_weights(rng, block_shapes(*config, 40, True), torch.float64)
+    x = torch.randn(2, 5, 48, generator=rng, dtype=torch.float64)
+    expect_precision(student, "LlamaBlock", config, options, weights, x, causal_mask(5, torch.float64))
+
+
+# --- permute_rotate_half --------------------------------------------------------------------------------
+
+
+def expect_permuted(student, w, n_heads: int, d_head: int, tol: Tol):
+    actual = student.call("permute_for_rotate_half", w, n_heads, d_head)
+    expect_true(isinstance(actual, torch.Tensor),
+                f"permute_for_rotate_half 应该返回 torch.Tensor，你的是 {describe_value(actual)}")
+    slips = ("inverse_permutation", "permute_across_heads") if n_heads > 1 else ("inverse_permutation",)
+    candidates = {slip: permute_variant(w, n_heads, d_head, slip) for slip in slips}
+    expect_output(actual, ref.permute_for_rotate_half(w, n_heads, d_head), tol, candidates, "重排后的权重")
+
+
+@check("permute_rotate_half", points=1)
+def test_permute_projection_float64(student, rng):
+    """permute_for_rotate_half 对多个头的 [n_heads * d_head, cols] 权重（float64）在每个头内部按约定重排行"""
+    w = torch.randn(3 * 8, 20, generator=rng, dtype=torch.float64)
+    expect_permuted(student, w, 3, 8, F64)
+
+
+@check("permute_rotate_half", points=0.5)
+def test_permute_norm_weight(student, rng):
+    """permute_for_rotate_half 对 [d_head] 的 QK-Norm 权重（n_heads = 1，一维）也按约定重排"""
+    w = torch.randn(16, generator=rng, dtype=torch.float64)
+    expect_permuted(student, w, 1, 16, F64)
+
+
+@check("permute_rotate_half", points=0.5)
+def test_permute_key_projection_float32(student, rng):
+    """permute_for_rotate_half 对 float32 的 W_k（num_kv_heads 个头、cols != d_head）按约定重排，dtype 不变"""
+    w = torch.randn(2 * 12, 36, generator=rng)
+    expect_permuted(student, w, 2, 12, F32_ATTN)
