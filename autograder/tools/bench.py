@@ -55,6 +55,7 @@ class BenchFigures:
     workers: int
     usage: list[dict]
     stages: list[dict] = None  # per notebook: seconds per stage (the engine's timings)
+    assignments: list[str] = None  # per notebook: its assignment
 
     @property
     def rate(self) -> float:
@@ -77,7 +78,7 @@ def run_ours(course_root: Path, out: Path, assignment_ids: list[str], workers: i
     usage = summary.usage or [{"worker_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}]
     graded = [r for r in summary.results if r.assignment_id in assignment_ids]  # results holds all of OUT
     return BenchFigures(len(graded), seconds, [r.seconds for r in graded], workers, usage,
-                        [dict(r.timings) for r in graded])
+                        [dict(r.timings) for r in graded], [r.assignment_id for r in graded])
 
 
 STAGES = ("read", "sandbox_start", "cells", "checks", "check_bugs", "close")
@@ -117,6 +118,13 @@ def print_ours(figures: BenchFigures, students: int, assignment_ids: list[str], 
             parts.append(f"largest sandbox {usage['sandbox_maxrss_kib'] / 1024:.0f} MiB")
         print(f"  peak RSS #{n + 1}      " + ", ".join(parts))
     print_stages(figures)
+    if figures.assignments:
+        print(f"  per assignment   {'median':>8} {'p95':>8}  notebooks in the slowest 5%")
+        cut = sorted(figures.per_notebook)[-max(1, len(figures.per_notebook) // 20)]
+        for a in dict.fromkeys(figures.assignments):
+            mine = [sec for sec, b in zip(figures.per_notebook, figures.assignments) if b == a]
+            slow = sum(1 for sec in mine if sec >= cut)
+            print(f"    {a:<14} {statistics.median(mine):>7.3f}s {_percentile(mine, 0.95):>7.3f}s  {slow}")
 
 
 def nbgrader_subset(expected: dict, count: int) -> list[tuple[str, str]]:
