@@ -233,6 +233,12 @@ def block_shapes(d_model: int, num_q_heads: int, num_kv_heads: int, d_ff: int | 
             "ffn.W_down.weight": [d_model, hidden]}
 
 
+# a whole block in float32: its parameter gradients sum over every token through two norms and two sub-layers, and
+# correct blocks in other styles (SDPA, complex-number RoPE, einsum) reach F32_ATTN's 2e-5 by float32 rounding alone
+# on some students' inputs; the nearest catalogued slip is still > 100x this tolerance's matching closeness away
+F32_BLOCK = Tol(1e-4, 1e-4)
+
+
 def llama_weights(rng, shapes: dict, dtype) -> dict:
     """Weights by the pinned names, drawn in their order: projections N(0, 1.5² / fan_in) (the kit's random_weights:
     attention scores of order 1), norm weights 0.5 + U[0, 1) (non-unit, different per dim)."""
@@ -300,7 +306,8 @@ def run_module(student, class_name: str, init_args: tuple, init_kwargs: dict, we
                              args, kwargs, grad_outputs=[grad], requires_grad=[0])
     run = student.module(class_name, init_args, init_kwargs, state_dict=weights, dtype=dtype, method="forward",
                          args=args, kwargs=kwargs, grad_outputs=[grad], requires_grad=[0])
-    expect_module_matches(run, expected, F64 if dtype == torch.float64 else F32_ATTN, class_name,
+    float32 = F32_BLOCK if class_name == "LlamaBlock" else F32_ATTN
+    expect_module_matches(run, expected, F64 if dtype == torch.float64 else float32, class_name,
                           f"`{class_name}` 的输出", keys=key_mistakes(pinned(weights)),
                           variants=lambda: variant_outputs(class_name, weights, x, mask, init_args, init_kwargs))
 
