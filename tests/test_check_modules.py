@@ -47,6 +47,27 @@ def test_a_check_module_catches_no_check_failed(assignment_id):
     assert handlers_catching_check_failed(ast.parse(path.read_text(encoding="utf-8"))) == [], path
 
 
+def imported_check_modules(tree: ast.AST) -> set[str]:
+    """The assignments' check modules a module imports (autograder.checks.<id>, by either form of import)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[2] for a in node.names if a.name.startswith("autograder.checks.")}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith("autograder.checks."):
+                found.add(node.module.split(".")[2])
+            elif node.module == "autograder.checks":
+                found |= {a.name for a in node.names}
+    return found & set(ASSIGNMENTS)
+
+
+@pytest.mark.parametrize("assignment_id", ASSIGNMENTS)
+def test_a_check_module_imports_no_other_assignments_checks(assignment_id):
+    """What two assignments share (a family of mistakes, an input) lives in the kit or in diagnosis.FAMILIES."""
+    path = CHECKS / f"{assignment_id}.py"
+    assert imported_check_modules(ast.parse(path.read_text(encoding="utf-8"))) == set(), path
+
+
 def test_the_except_finder_finds_what_it_should():
     source = ("try:\n    f()\nexcept CheckFailed:\n    pass\n"
               "try:\n    f()\nexcept (ValueError, checks.CheckFailed) as e:\n    pass\n"

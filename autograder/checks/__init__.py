@@ -44,7 +44,7 @@ __all__ = [
     "Tol", "F32", "F64", "F32_ATTN", "HAND", "expect_close", "expect_number", "expect_int", "expect_numbers",
     "expect_module_matches", "expect_weights_loaded", "expect_true", "run_reference", "same_values", "causal_mask",
     "FLOAT32_ROUNDING", "expect_float64_precision", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
-    "expect_parameters", "attempt", "reference_with", "random_weights", "randn", "randint", "is_number",
+    "expect_parameters", "attempt", "reference_with", "random_weights", "random_mask", "randn", "randint", "is_number",
     "close_number", "number_close", "values_close", "is_float_tensor", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
 ]
 
@@ -508,6 +508,19 @@ def random_weights(rng: torch.Generator, shapes: dict, dtype=torch.float64, gain
     """Weights by the pinned names: N(0, gain² / fan_in) for each `name: shape`, drawn in the dict's order."""
     return {name: randn(rng, *shape, dtype=dtype, scale=gain / math.sqrt(shape[1] if len(shape) > 1 else 1))
             for name, shape in shapes.items()}
+
+
+def random_mask(rng: torch.Generator, S: int, dtype=torch.float64) -> torch.Tensor:
+    """A non-causal 0/-inf mask: about a third of the entries blocked, at least one blocked above and below
+    the diagonal, never a whole row."""
+    blocked = torch.rand(S, S, generator=rng) < 0.35
+    blocked[0, S - 1] = blocked[S - 1, 0] = True
+    for i in range(S):
+        if blocked[i].all():
+            blocked[i, randint(rng, 0, S)] = False
+    mask = torch.zeros(S, S, dtype=dtype)
+    mask[blocked] = float("-inf")
+    return mask
 
 
 def run_reference(module: torch.nn.Module, args=(), kwargs=None, grad_outputs=None, requires_grad=()) -> dict:

@@ -76,6 +76,14 @@ FAMILIES = {v.name: v for v in (
     Variant("q_heads_for_kv", "结果与「K/V 的头数用了 num_q_heads（那是 MHA）」一致：GQA 只有 num_kv_heads 个 K/V 头，"
                               "每 num_q_heads // num_kv_heads 个 Q 头共享一个；KV Cache 按 num_kv_heads 个头算，W_k、W_v 的输出维"
                               "是 num_kv_heads * d_head", title="KV 头数用了 Q 的头数"),
+    # GQA's pairing of query heads with KV heads (gqa_saving, llama_block; MLA has no KV heads to pair)
+    Variant("mod_mapping",
+            "你的结果与「第 h 个 Q 头用第 h % num_kv_heads 个 KV 头」的配对一致（本章 §7.1 的代码把新维度插在 KV 头维"
+            "前面再 expand，用 x.repeat 整体平铺也是这样）。这也是一种合法的分组，但本作业固定 LLaMA / PyTorch"
+            "（enable_gqa=True）的约定：每个 KV 头连续重复 n_rep 次，第 h 个 Q 头用第 h // n_rep 个 KV 头（新维度插在 "
+            "KV 头维后面再 expand，或用 repeat_interleave）；按名字加载的权重只有在这种配对下才算得对",
+            convention=True,
+            title="KV 头配对用了 h % num_kv_heads"),
     # byte counts
     Variant("k_only", "结果正好是正确值的一半，与「只算了 K、漏了 V」一致：KV Cache 要同时存 K 和 V 两份，"
                       "公式最前面的因子 2 不能少", title="只算了 K，漏了 V"),
@@ -95,8 +103,8 @@ FAMILIES = {v.name: v for v in (
 )}
 
 
-# what GQA's and MLA's catalogues share: every family above
-ATTENTION_AND_BYTE_SLIPS = tuple(FAMILIES)
+# what GQA's and MLA's catalogues share: every family above but GQA's pairing
+ATTENTION_AND_BYTE_SLIPS = tuple(name for name in FAMILIES if name != "mod_mapping")
 
 
 def family(*names: str) -> list[Variant]:

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from autograder.checks import (
     F32_ATTN, F64, ParamKeys, attempt, causal_mask, check, expect_close, expect_float64_precision, expect_int,
     expect_module_matches, expect_number, expect_parameters, expect_true, expect_weights_loaded, is_number,
-    match_variant, number_close, random_weights, randint, reference_with, run_reference, same_values,
+    match_variant, number_close, random_mask, random_weights, randint, reference_with, run_reference, same_values,
 )
 from autograder.checks.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family
 from autograder.checks.probes import describe_value
@@ -46,13 +46,7 @@ VARIANTS = catalogue(
                                 "题目要的是省下的比例 1 − gqa_kv_bytes / mha_kv_bytes，是 0 到 1 之间的小数",
             title="算成了缩小的倍数"),
     # repeat_kv and the module
-    Variant("mod_mapping",
-            "你的结果与「第 h 个 Q 头用第 h % num_kv_heads 个 KV 头」的配对一致（本章 §7.1 的代码把新维度插在 KV 头维"
-            "前面再 expand，用 x.repeat 整体平铺也是这样）。这也是一种合法的分组，但本作业固定 LLaMA / PyTorch"
-            "（enable_gqa=True）的约定：每个 KV 头连续重复 n_rep 次，第 h 个 Q 头用第 h // n_rep 个 KV 头（新维度插在 "
-            "KV 头维后面再 expand，或用 repeat_interleave）；按名字加载的权重只有在这种配对下才算得对",
-            convention=True,
-            title="KV 头配对用了 h % num_kv_heads"),
+    *family("mod_mapping"),  # the chapter's h % num_kv_heads pairing, a convention: shared with llama_block
     Variant("repeat_wrong_dim", "你的结果与「在序列维（第 1 维）而不是 KV 头维（第 2 维）上重复」一致：输入是 "
                                 "[B, S, num_kv_heads, head_dim]，要在第 2 维上把每个 KV 头连续重复 n_rep 次",
             title="在序列维上重复"),
@@ -321,19 +315,6 @@ def key_mistakes(config: tuple) -> dict:
 def gqa_weights(rng, config: tuple, dtype) -> dict:
     """Weights by the pinned names, N(0, 1.5² / fan_in): attention scores of order 1, far from uniform."""
     return random_weights(rng, pinned_shapes(*config), dtype, gain=1.5)
-
-
-def random_mask(rng, S: int, dtype) -> torch.Tensor:
-    """A non-causal 0/-inf mask: about a third of the entries blocked, at least one blocked above and below
-    the diagonal, never a whole row."""
-    blocked = torch.rand(S, S, generator=rng) < 0.35
-    blocked[0, S - 1] = blocked[S - 1, 0] = True
-    for i in range(S):
-        if blocked[i].all():
-            blocked[i, randint(rng, 0, S)] = False
-    mask = torch.zeros(S, S, dtype=dtype)
-    mask[blocked] = float("-inf")
-    return mask
 
 
 SINGLE_TOKEN_HINT = ("只有一个 token 时注意力权重恒为 1，输出只取决于 Q/K/V 投影、Q 头与 KV 头的配对、合并头和 W_o："
