@@ -219,8 +219,8 @@ def test_the_inertness_check_can_fail(tmp_path):
 DRAW_CELL = "_draw = torch.randn(1).item()  # my own cell, after the demos: a draw from the global generator"
 
 
-def _expected_draw(notebook: Path) -> float:
-    """What `_draw` is when every cell runs in order (as nbgrader runs them)."""
+def _expected_value(notebook: Path, name: str) -> float:
+    """What the notebook-level `name` is when every cell runs in order (as nbgrader runs them)."""
     script = ("import io, contextlib, os, sys, nbformat\nos.environ['JUPYTERHUB_USER'] = 'alice'\n"
               "os.environ['MPLBACKEND'] = 'Agg'\nfrom autograder.intake.reading import neutralise_magics\n"
               "nb = nbformat.read(sys.argv[1], as_version=4)\nns = {'__name__': '__main__'}\n"
@@ -228,10 +228,10 @@ def _expected_draw(notebook: Path) -> float:
               "    if c.cell_type == 'code' and not c.metadata.get('nbgrader', {}).get('grade'):\n"
               "        with contextlib.redirect_stdout(io.StringIO()):\n"
               "            exec(compile(neutralise_magics(c.source), 'cell', 'exec'), ns)\n"
-              "print(repr(ns['_draw']))")
+              "print(repr(ns[sys.argv[2]]))")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", script, str(notebook)], capture_output=True, text=True, env=env,
-                         timeout=300, cwd=REPO_ROOT)
+    out = subprocess.run([sys.executable, "-c", script, str(notebook), name], capture_output=True, text=True,
+                         env=env, timeout=300, cwd=REPO_ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -244,7 +244,7 @@ def test_student_code_that_depends_on_a_draw_after_the_demos_grades_the_same_bot
     nb = nbformat.read(load_assignment("gradient_flow").source, as_version=4)
     last_code = max(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
     probe = edited_notebook("gradient_flow", [], tmp_path / "probe.ipynb", extra_cells=[(last_code + 1, DRAW_CELL)])
-    expected = _expected_draw(probe)
+    expected = _expected_value(probe, "_draw")
     edits = [("    model.zero_grad(set_to_none=True)\n",
               f"    if abs(_draw - {expected!r}) > 1e-12:\n        return [0.0] * len(model.layers)\n"
               "    model.zero_grad(set_to_none=True)\n")]
@@ -257,3 +257,57 @@ def test_student_code_that_depends_on_a_draw_after_the_demos_grades_the_same_bot
     assert runs[False].identity() == runs[True].identity()
     layer = [c for p in runs[False].parts for c in p.checks if p.grade_id == "layer_grad_norms"]
     assert layer and all(c.passed for c in layer), [(c.name, c.message) for c in layer]
+
+
+def _graded_both_ways(course_root: Path, out: Path) -> tuple[dict, dict, int]:
+    from autograder.run import RunOptions, run_grading
+    from autograder.tools.demo.run import DEMO_LIMITS
+
+    runs = {}
+    for run_all in (False, True):
+        summary = run_grading(RunOptions(assignments=["all"], submissions=course_root / "submitted",
+                                         out=out / f"run-all-{run_all}", workers=2, run_all_cells=run_all,
+                                         **DEMO_LIMITS))
+        runs[run_all] = {(r.student_id, r.assignment_id): r for r in summary.results}
+    skipped = sum(1 for r in runs[False].values() if r.skipped_cells)
+    assert not any(r.skipped_cells for r in runs[True].values())
+    return ({k: r.identity() for k, r in runs[False].items()}, {k: r.identity() for k, r in runs[True].items()},
+            skipped)
+
+
+@pytest.mark.slow
+def test_the_demo_class_and_a_bench_class_grade_the_same_both_ways(tmp_path):
+    """Every check of every submission of the demo class and of `bench --students 5`: the same with the unchanged
+    demo cells skipped as with every cell run (--run-all-cells)."""
+    from autograder.tools.bench import synthetic_class
+    from autograder.tools.demo.build import build_demo_course
+
+    demo = build_demo_course(tmp_path / "demo")
+    bench = build_demo_course(tmp_path / "bench", synthetic_class(5, list(ASSIGNMENTS)))
+    for course, name in ((demo, "demo"), (bench, "bench")):
+        skipping, every_cell, skipped = _graded_both_ways(course.root, tmp_path / f"out-{name}")
+        assert skipping.keys() == every_cell.keys() and len(skipping) >= 30
+        assert skipped >= len(skipping) // 3, f"{name}: demo cells skipped in only {skipped} of {len(skipping)}"
+        different = [k for k in skipping if skipping[k] != every_cell[k]]
+        assert not different, f"{name}: graded differently with and without skipping: {different}"
+
+
+@pytest.mark.slow
+def test_student_code_that_depends_on_a_draw_in_an_untagged_demo_cell_grades_the_same_both_ways(tmp_path):
+    """swiglu's gate demo (untagged: it seeds and draws) always runs: a student's swish that is right only with the
+    demo's draw in hand keeps its points both ways, while the tagged demos around it are skipped."""
+    nb = nbformat.read(load_assignment("swiglu").source, as_version=4)
+    gate_demo = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "demo_x = 4 * torch.randn" in c.source)
+    assert not nb.cells[gate_demo].metadata.get("autograde", {}).get("not_for_grading")
+    mine = "_draw = float(demo_x.sum())  # my own cell: a number from the gate demo's draw"
+    probe = edited_notebook("swiglu", [], tmp_path / "probe.ipynb", extra_cells=[(gate_demo + 1, mine)])
+    expected = _expected_value(probe, "_draw")
+    edits = [("def swish(a):\n", f"def swish(a):\n    if abs(_draw - {expected!r}) > 1e-9:\n        return a\n")]
+    notebook = edited_notebook("swiglu", edits, tmp_path / "s.ipynb", extra_cells=[(gate_demo + 1, mine)])
+    runs = {run_all: grade_batch([Submission(notebook, "swiglu", "alice")],
+                                 GradingOptions(limits=TEST_LIMITS, run_all_cells=run_all))[0]
+            for run_all in (False, True)}
+    assert runs[False].skipped_cells and not runs[True].skipped_cells
+    assert runs[False].identity() == runs[True].identity()
+    assert runs[False].score == runs[False].max_score, [(c.name, c.message) for p in runs[False].parts for c in p.checks
+                                                        if not c.passed]
