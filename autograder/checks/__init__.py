@@ -43,6 +43,7 @@ __all__ = [
     "check", "CheckFailed", "NotAnswered", "StudentCodeFailed", "ModuleRun", "module_arg", "probe_net_arg",
     "Tol", "F32", "F64", "F32_ATTN", "HAND", "expect_close", "expect_number", "expect_int", "expect_numbers",
     "expect_module_matches", "expect_weights_loaded", "expect_true", "run_reference", "same_values", "causal_mask",
+    "forward_args",
     "FLOAT32_ROUNDING", "expect_float64_precision", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
     "expect_parameters", "attempt", "reference_with", "random_weights", "random_mask", "randn", "randint", "is_number",
     "close_number", "number_close", "values_close", "is_float_tensor", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
@@ -545,6 +546,13 @@ def run_reference(module: torch.nn.Module, args=(), kwargs=None, grad_outputs=No
 def causal_mask(seq_len: int, dtype=torch.float32) -> torch.Tensor:
     """The pinned causal mask: additive, -inf above the diagonal."""
     return torch.triu(torch.full((seq_len, seq_len), float("-inf"), dtype=dtype), diagonal=1)
+
+
+def forward_args(x, mask=None, mask_by_keyword: bool = False) -> tuple[tuple, dict]:
+    """(args, kwargs) of a module's forward on `x` with an optional mask, passed by position or as `mask=`."""
+    if mask is None:
+        return (x,), {}
+    return ((x,), {"mask": mask}) if mask_by_keyword else ((x, mask), {})
 
 
 def same_values(actual, candidate: torch.Tensor, tol: Tol) -> bool:

@@ -21,8 +21,9 @@ import torch.nn.functional as F
 
 from autograder.checks import (
     F32_ATTN, F64, ParamKeys, attempt, causal_mask, check, expect_close, expect_float64_precision, expect_int,
-    expect_module_matches, expect_number, expect_parameters, expect_true, expect_weights_loaded, is_number,
-    match_variant, number_close, random_mask, random_weights, randint, reference_with, run_reference, same_values,
+    expect_module_matches, expect_number, expect_parameters, expect_true, expect_weights_loaded, forward_args,
+    is_number, match_variant, number_close, randint, random_mask, random_weights, reference_with, run_reference,
+    same_values,
 )
 from autograder.checks.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family
 from autograder.checks.probes import describe_value
@@ -367,12 +368,7 @@ def run_module(student, config: tuple, weights: dict, x, mask=None, *, mask_kind
     on a mismatch, the catalogued variants are tried (parameters, then the output), else the fault is localised."""
     d_model, num_q_heads, num_kv_heads = config
     grad = torch.randn(x.shape, generator=rng, dtype=torch.float64).to(dtype)
-    args, kwargs = (x,), {}
-    if mask is not None:
-        if mask_by_keyword:
-            kwargs = {"mask": mask}
-        else:
-            args = (x, mask)
+    args, kwargs = forward_args(x, mask, mask_by_keyword)
     expected = run_reference(reference_with(ref.GroupedQueryAttention(*config), weights, dtype), args, kwargs,
                              grad_outputs=[grad], requires_grad=[0])
     run = student.module("GroupedQueryAttention", config, state_dict=weights, dtype=dtype, method="forward",

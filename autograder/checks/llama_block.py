@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import (
-    F32_ATTN, F64, ParamKeys, Tol, causal_mask, check, expect_close, expect_float64_precision, expect_module_matches,
-    expect_number, expect_parameters, expect_weights_loaded, random_mask, random_weights, reference_with,
-    run_reference,
+    F32_ATTN, F64, ParamKeys, Tol, causal_mask, check, expect_close, expect_float64_precision,
+    expect_module_matches, expect_number, expect_parameters, expect_weights_loaded, forward_args, random_mask,
+    random_weights, reference_with, run_reference,
 )
 from autograder.checks.diagnosis import PRECISION, Variant, catalogue, family
 from solutions import llama_block as ref
@@ -296,12 +296,7 @@ def run_module(student, class_name: str, init_args: tuple, init_kwargs: dict, we
     output is named from the catalogued slips, a wrong set of parameters from its keys."""
     dtype = x.dtype
     grad = torch.randn(x.shape, generator=rng, dtype=torch.float64).to(dtype)
-    args, kwargs = (x,), {}
-    if mask is not None:
-        if mask_by_keyword:
-            kwargs = {"mask": mask}
-        else:
-            args = (x, mask)
+    args, kwargs = forward_args(x, mask, mask_by_keyword)
     expected = run_reference(reference_with(getattr(ref, class_name)(*init_args, **init_kwargs), weights, dtype),
                              args, kwargs, grad_outputs=[grad], requires_grad=[0])
     run = student.module(class_name, init_args, init_kwargs, state_dict=weights, dtype=dtype, method="forward",
