@@ -1,6 +1,7 @@
 """A grading run, as `autograde grade` does it: find, grade, record, report; resumable.
 
-Each graded submission is recorded in this order: the gradebook (one transaction), its report (and
+Each graded submission is recorded in this order: the gradebook (in one transaction with the results that
+arrived about when it did: autograder.recording.batch), then, once that transaction has committed, its report (and
 nbgrader feedback), and last its result file, which marks it done, with its cache key (autograder.recording.cache).
 A run killed at any point and started again grades exactly what has no result file under the same key
 yet, and rewrites the other stored results into the gradebook (idempotent), so results and gradebook end
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autograder.assignments import load_assignment
+from autograder.recording.batch import BatchRecorder, Pending
 from autograder.recording.cache import grading_key, submission_key
 from autograder.course import course_secret
 from autograder.intake import lms
@@ -320,8 +322,9 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
         if _replaced_foreign(replaced, ours.get(key)):
             restored.add(key)
 
-    with _closing(grader), CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
-        def record_one(result: SubmissionResult, digest: str | None, cache_key: str | None):
+    with _closing(grader), CourseGradebook(gradebook_path) as gb, gb.batch(), \
+            _progress(progress, len(todo)) as advance:
+        def prepare(result: SubmissionResult) -> None:
             key = (result.student_id, result.assignment_id)
             sanitize_record(result)
             # the instructor's grades from formgrader first: they are part of the raw score the penalty is of
@@ -329,7 +332,9 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             result.handin = _assess_handin(result, found_by_key.get(key), handin_settings, gb, foreign.get(key))
             if key in id_flags:
                 result.handin = _with_flag(result.handin, id_flags[key])
-            into_gradebook(gb, result)
+
+        def write_files(result: SubmissionResult, digest: str | None, cache_key: str | None) -> None:
+            key = (result.student_id, result.assignment_id)
             html = write_report(out, result)
             if course is not None:  # what formgrader and nbgrader's generate_feedback read
                 write_autograded(course, result, found_by_key.get(key))
@@ -341,22 +346,41 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             store.save(result, digest or digests.get(key),
                        None if result.infrastructure_error else (cache_key or cache_keys.get(key)))
 
+        def pending(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None,
+                    prepared: bool = False) -> Pending:
+            """The result's recording: prepared once (when it is first staged), its gradebook writes repeatable."""
+            done = [prepared]
+
+            def stage():
+                if not done[0]:
+                    prepare(result)
+                    done[0] = True
+                into_gradebook(gb, result)
+
+            return Pending((result, digest, cache_key), stage, lambda: write_files(result, digest, cache_key))
+
+        def failed(what: Pending, exc: Exception) -> Pending:
+            result = what.key[0]
+            return pending(_recording_failed(result, assignments[result.assignment_id], exc))
+
+        def report(what: Pending, exc: Exception) -> None:
+            result = what.key[0]
+            record_failures.append(f"{result.student_id}/{result.assignment_id}: {type(exc).__name__}: "
+                                   f"{safe_text(exc, 300)}")
+
+        # many results' gradebook writes in one transaction; their files after it commits (autograder.recording.batch)
+        recorder = BatchRecorder(gb.commit, gb.rollback, failed, report)
+
         def record(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None):
             """Record one result; whatever fails while recording it is that submission's error, not the run's."""
-            try:
-                record_one(result, digest, cache_key)
-            except Exception as exc:
-                failure = _recording_failed(result, assignments[result.assignment_id], exc)
-                try:
-                    record_one(failure, None, None)
-                except Exception as again:
-                    record_failures.append(f"{result.student_id}/{result.assignment_id}: {type(again).__name__}: "
-                                           f"{safe_text(again, 300)}")
+            recorder.add(pending(result, digest, cache_key))
 
         try:
             run_submissions([Submission(f.notebook, f.assignment_id, f.student_id) for f in todo], grading,
-                            lambda result: (record(result), advance(result)), executor, grader)
+                            lambda result: (record(result), advance(result)), executor, grader,
+                            heartbeat=recorder.heartbeat)
         except (SandboxUnavailable, SandboxEnvironmentError, ExecutorError) as exc:
+            recorder.flush()  # what was graded before stays graded
             raise GradingRunError(str(exc)) from None
         # results kept from an earlier run: their hand-in (a due date, an extension, the policy) may have changed
         for key, f in found_by_key.items():
@@ -370,7 +394,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             graded_by_hand = stored.result.apply_manual_grades(
                 gb.manual_grades(assignments[f.assignment_id], f.student_id))  # since: in formgrader
             # scores something else wrote (nbgrader autograde): ours back, and our feedback (generate_feedback's went)
-            into_gradebook(gb, stored.result)
+            recorder.stage_only(key, lambda result=stored.result: into_gradebook(gb, result))
             overwritten = key in restored
             if feedback_root is not None and _foreign_feedback(feedback_root, stored.result):
                 restored_feedback.add(key)  # `nbgrader generate_feedback` wrote its own page there
@@ -378,12 +402,14 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             handin = _assess_handin(stored.result, f, handin_settings, gb, foreign.get(key))
             if release or graded_by_hand or overwritten or handin != stored.result.handin:
                 record(stored.result, stored.notebook_sha256, stored.cache_key)
+        recorder.flush()
         results = store.all()  # every stored result, whatever this run graded
         graded_now = {(f.student_id, f.assignment_id) for f in todo}
         for result in results:  # what this run's assignments had graded before (cached, or before an
             key = (result.student_id, result.assignment_id)  # interruption): into the gradebook again, idempotent
             if result.assignment_id in assignment_ids and key not in graded_now:
-                into_gradebook(gb, result)
+                recorder.stage_only(key, lambda result=result: into_gradebook(gb, result))
+        recorder.flush()
     _update_state(state, discovery, results, assignment_ids, opts.students, gradebook_path, roster)
     state.save(out)
     record_ = ClassRecord(results, roster, set(state.not_found), state.conflicts)

@@ -127,3 +127,47 @@ def test_a_worker_that_cannot_start_is_a_clear_error_not_a_retry_loop(tmp_path, 
     with pytest.raises(executors.ExecutorError, match="no torch here"):
         run_submissions(submissions, GradingOptions(limits=TEST_LIMITS, secret=b"s"), lambda r: None,
                         Executor("local", workers=2))
+
+
+def test_the_gradebook_is_written_in_fewer_transactions_than_results(tmp_path, monkeypatch):
+    """Many results' gradebook writes commit together (autograder.recording.batch), each result file after its
+    transaction: the same gradebook as one transaction per result would leave."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from autograder.recording import batch
+    from autograder.recording.gradebook import CourseGradebook
+
+    submitted = tmp_path / "submitted"
+    submissions = small_class(submitted)
+    monkeypatch.setattr(batch, "SECONDS", 600.0)  # however slowly the results come: by count only
+    monkeypatch.setattr(batch, "EVERY", 4)
+    with CourseGradebook(tmp_path / "gradebook.db"):
+        pass  # a new gradebook's own commits (its tables, nbgrader's migration stamp) are not counted
+    wrote, commits = set(), []  # connections that wrote since they last committed; the commits that wrote
+
+    def executed(connection, cursor, statement, *args):
+        if statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+            wrote.add(connection)
+
+    def committed(connection):
+        if connection in wrote:
+            wrote.discard(connection)
+            commits.append(connection)
+
+    event.listen(Engine, "after_cursor_execute", executed)
+    event.listen(Engine, "commit", committed)
+    try:
+        summary = run_grading(RunOptions(assignments=["rmsnorm", "swiglu"], submissions=submitted,
+                                         out=tmp_path / "out", gradebook=tmp_path / "gradebook.db",
+                                         cell_timeout=8, probe_timeout=8))
+    finally:
+        event.remove(Engine, "after_cursor_execute", executed)
+        event.remove(Engine, "commit", committed)
+    assert summary.graded_now == len(submissions) == 6 and not summary.record_failures
+    assert len(commits) == 2, len(commits)  # 6 results: a batch of 4, then a batch of 2 (one each before: 6)
+    with CourseGradebook(tmp_path / "gradebook.db") as gb:
+        for result in summary.results:  # every result's auto scores are in
+            submission = gb.gb.find_submission(result.assignment_id, result.student_id)
+            auto = {g.name: g.auto_score for nb in submission.notebooks for g in nb.grades}
+            assert {p.grade_id: auto[p.grade_id] for p in result.parts} == {p.grade_id: p.auto_score for p in result.parts}

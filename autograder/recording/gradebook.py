@@ -4,12 +4,13 @@ Each part's score becomes the auto score of its grade cell; students, the assign
 and its cells, and the submission are created as needed. The notebook's cells are what `nbgrader
 generate_assignment` stores (its SaveCells step: grade, solution and source cells of the release
 notebook, with checksums), so nbgrader's own `autograde`, `generate_feedback` and formgrader accept
-the gradebook. The scores of one submission are written in one transaction (all or nothing), and
-writing them again changes nothing (idempotent). A manual score or comment set in formgrader is
+the gradebook. The scores of one submission are written in one transaction (all or nothing), or many
+submissions' in one (`batch`: what a grading run does), and writing them again changes nothing (idempotent). A manual score or comment set in formgrader is
 never touched: it hides the auto score, so an instructor's override survives a regrade; a written
 answer has no auto score (as nbgrader has it) and waits for the instructor's.
 """
 
+import contextlib
 import functools
 import os
 import subprocess
@@ -69,6 +70,28 @@ class CourseGradebook:
 
     def close(self) -> None:
         self.gb.close()
+
+    @contextlib.contextmanager
+    def batch(self):
+        """Inside, every write joins one transaction, ended by `commit()` (durable: SQLite syncs it) or `rollback()`;
+        what is still open when the block ends is rolled back. nbgrader's own methods (add_student, add_submission,
+        update_or_create_*) commit on their own: inside, their commits only flush."""
+        session = self.gb.db()
+        session.commit = session.flush
+        try:
+            yield self
+        finally:
+            del session.commit
+            self.rollback()
+
+    def commit(self) -> None:
+        session = self.gb.db()
+        type(session).commit(session)
+
+    def rollback(self) -> None:
+        """Undo the open transaction; what it had made (an assignment's cells) is made again when next needed."""
+        self.gb.db.rollback()
+        self._prepared.clear()
 
     def __enter__(self):
         return self
@@ -158,8 +181,9 @@ class CourseGradebook:
                 return gb.add_submission(assignment.id, student_id)
 
     def record(self, result: SubmissionResult, assignment: Assignment) -> dict[str, float | None]:
-        """Write one submission's part scores as auto scores, all in one transaction. Returns the auto scores it
-        replaced (grade_id -> the gradebook's value before) where they differed from ours."""
+        """Write one submission's part scores as auto scores, all in one transaction (inside `batch`: in the batch's,
+        and a failure rolls the batch back). Returns the auto scores it replaced (grade_id -> the gradebook's value
+        before) where they differed from ours."""
         gb, notebook = self.gb, assignment.source.stem
         submission = self._submission(assignment, result.student_id)
         scores = {p.grade_id: p.auto_score for p in result.parts}
@@ -182,7 +206,7 @@ class CourseGradebook:
                     grade.needs_manual_grade = needs
             gb.db.commit()
         except BaseException:
-            gb.db.rollback()
+            self.rollback()
             raise
         return replaced
 

@@ -6,7 +6,9 @@
 
 Every executor runs the same function on each submission (autograder.running.worker over
 engine.grade_batch), so the results are identical; `on_result` is called in this process, one
-result at a time, in the order they finish (the caller records them durably).
+result at a time, in the order they finish (the caller records them durably), and `heartbeat`, if given, at
+least every HEARTBEAT seconds while local workers grade (with Dask: as each task ends) so that the caller can
+commit what it holds.
 """
 
 import json
@@ -34,6 +36,7 @@ WORKER_COMMAND = [sys.executable, "-m", "autograder.running.worker"]  # + JOBS_F
 WORKER_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 IN_FLIGHT = 2  # jobs queued per local worker: the next is ready while this process records the last
 MAX_ATTEMPTS = 2  # a submission whose worker process died under it is tried once more, alone, on a fresh worker
+HEARTBEAT = 0.25  # seconds between heartbeats while waiting for local workers
 
 
 class ExecutorError(Exception):
@@ -59,13 +62,13 @@ def in_process(executor: Executor, count: int) -> bool:
 
 def run_submissions(submissions: "list[Submission]", options: "GradingOptions",
                     on_result: Callable[[SubmissionResult], None], executor: Executor,
-                    grader: "Grader | None" = None) -> None:
+                    grader: "Grader | None" = None, heartbeat: Callable[[], None] | None = None) -> None:
     """Grade `submissions` where `executor` says; `grader`: this process's, made early (its sandbox parent warms
     up meanwhile), used when the grading happens here."""
     if not submissions:
         return
     if executor.kind == "dask":
-        return _run_dask(submissions, options, on_result, executor)
+        return _run_dask(submissions, options, on_result, executor, heartbeat)
     if executor.kind != "local":
         raise ExecutorError(f"unknown executor {executor.kind!r}; choose local or dask")
     if in_process(executor, len(submissions)):
@@ -73,7 +76,7 @@ def run_submissions(submissions: "list[Submission]", options: "GradingOptions",
 
         grade_batch(submissions, options, on_result, grader=grader)
         return
-    _run_local(submissions, options, on_result, executor)
+    _run_local(submissions, options, on_result, executor, heartbeat)
 
 
 # --- local worker processes ---------------------------------------------------------------------------
@@ -136,7 +139,8 @@ class _Worker:
 
 
 def _run_local(submissions: "list[Submission]", options: "GradingOptions",
-               on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
+               on_result: Callable[[SubmissionResult], None], executor: Executor,
+               heartbeat: Callable[[], None] | None = None) -> None:
     """Stream the submissions to worker processes. A worker says which job it has started: when it dies, only
     that job is suspected. It is tried once more, alone, on a fresh worker, and then recorded as an error of
     ours (never kept in the regrade cache); the jobs it held but had not started go back to the queue as they
@@ -208,7 +212,10 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
         for _ in range(min(executor.workers, len(submissions))):
             start()
         while selector.get_map():
-            for key, _ in selector.select():
+            ready = selector.select(timeout=HEARTBEAT if heartbeat else None)
+            if heartbeat:
+                heartbeat()
+            for key, _ in ready:
                 worker: _Worker = key.data
                 messages = worker.messages()
                 if messages is None:  # the worker is gone
@@ -266,7 +273,8 @@ def _worker_died(submission: "Submission", options: "GradingOptions", code: int 
 
 
 def _run_dask(submissions: "list[Submission]", options: "GradingOptions",
-              on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
+              on_result: Callable[[SubmissionResult], None], executor: Executor,
+              heartbeat: Callable[[], None] | None = None) -> None:
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:
@@ -306,6 +314,8 @@ def _run_dask(submissions: "list[Submission]", options: "GradingOptions",
                 usage[done["usage"].get("pid")] = done["usage"]
                 for data in done["results"]:
                     on_result(sanitize_record(SubmissionResult.from_dict(data)))
+                if heartbeat:
+                    heartbeat()
             executor.usage.extend(usage.values())
     finally:
         if cluster is not None:
