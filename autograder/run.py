@@ -1,8 +1,11 @@
 """A grading run, as `autograde grade` does it: find, grade, record, report; resumable.
 
-Each graded submission is recorded in this order: the gradebook (in one transaction with the results that
-arrived about when it did: autograder.recording.batch), then, once that transaction has committed, its report (and
-nbgrader feedback), and last its result file, which marks it done, with its cache key (autograder.recording.cache).
+What recording a submission needs from the gradebook and its folder (manual grades, the hand-in) is read before
+it is graded and sent with it: the worker finishes the result and renders its report and result file
+(autograder.recording.rendered), and this process writes them. Each graded submission is recorded in this order:
+the gradebook (in one transaction with the results that arrived about when it did: autograder.recording.batch),
+then, once that transaction has committed, its report (and nbgrader feedback), and last its result file, which
+marks it done, with its cache key (autograder.recording.cache).
 A run killed at any point and started again grades exactly what has no result file under the same key
 yet, and rewrites the other stored results into the gradebook (idempotent), so results and gradebook end
 up as an uninterrupted run would leave them.
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from autograder.assignments import load_assignment
 from autograder.recording.batch import BatchRecorder, Pending
+from autograder.recording.rendered import RecordingFacts, Rendered, checked
 from autograder.recording.cache import grading_key, submission_key
 from autograder.course import course_secret
 from autograder.intake import lms
@@ -25,7 +29,8 @@ from autograder.assignments import assignment_ids as course_assignments, assignm
 from autograder.recording.class_record import ClassRecord, ClassState, roster_of
 from autograder.intake.discovery import Discovery, DiscoveryError, FoundSubmission, course_root, discover
 from autograder.running.executors import Executor, ExecutorError, in_process, run_submissions
-from autograder.intake.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings, submission_timeout
+from autograder.intake.handin import (HandInError, HandInOptions, HandInSettings, facts as handin_facts, load_settings,
+                                     submission_timeout, with_penalty)
 from autograder.recording.locking import LockedError, run_locks
 from autograder.recording.outputs import (ResultStore, atomic_write, nbgrader_folder_name, notebook_digest, write_grades_csv,
                                 write_results_json)
@@ -333,9 +338,11 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             if key in id_flags:
                 result.handin = _with_flag(result.handin, id_flags[key])
 
-        def write_files(result: SubmissionResult, digest: str | None, cache_key: str | None) -> None:
+        def write_files(result: SubmissionResult, digest: str | None, cache_key: str | None,
+                        rendered: "Rendered | None" = None) -> None:
+            """The result's files, as rendered where it was graded (`rendered`) or rendered here."""
             key = (result.student_id, result.assignment_id)
-            html = write_report(out, result)
+            html = write_report(out, result, rendered.report if rendered else None)
             if course is not None:  # what formgrader and nbgrader's generate_feedback read
                 write_autograded(course, result, found_by_key.get(key))
             if feedback_root is not None:
@@ -343,8 +350,11 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
                                assignments[result.assignment_id].source.name, html,
                                release_flagged=handin_settings.release_flagged_feedback)
             # last: this marks the submission done; an error of ours is never kept as "unchanged"
-            store.save(result, digest or digests.get(key),
-                       None if result.infrastructure_error else (cache_key or cache_keys.get(key)))
+            if rendered is not None:
+                store.save_encoded(result, rendered.result_file)
+            else:
+                store.save(result, digest or digests.get(key),
+                           None if result.infrastructure_error else (cache_key or cache_keys.get(key)))
 
         def pending(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None,
                     prepared: bool = False) -> Pending:
@@ -375,10 +385,43 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             """Record one result; whatever fails while recording it is that submission's error, not the run's."""
             recorder.add(pending(result, digest, cache_key))
 
+        def record_graded(result: SubmissionResult, rendered: dict | None = None) -> None:
+            """A result as it comes from grading: finished and rendered there from its recording facts (then only
+            its gradebook writes and its files are left), else recorded as any result."""
+            key = (result.student_id, result.assignment_id)
+            files = checked(rendered, result, digests[key], cache_keys[key]) \
+                if rendered is not None and key in digests else None
+            if files is None:
+                record(result)
+            else:
+                recorder.add(Pending((result, None, None), lambda: into_gradebook(gb, result),
+                                     lambda: write_files(result, None, None, files)))
+            advance(result)
+
+        # what recording a result needs from the gradebook, read for the whole class at once, before grading
+        todo_assignments = sorted({f.assignment_id for f in todo})
+        manual = {a: gb.class_manual_grades(assignments[a]) for a in todo_assignments}
+        extensions = {a: gb.class_extensions(a) for a in todo_assignments}
+
+        def recording_facts(f: FoundSubmission) -> dict | None:
+            """What finishing `f`'s result needs, known before it is graded (autograder.recording.rendered); None:
+            it is finished here after grading (and what goes wrong then is its failure)."""
+            key = (f.student_id, f.assignment_id)
+            try:
+                handin, penalized = _handin_facts(f.student_id, f.assignment_id, f, handin_settings,
+                                                  gb.due_date(f.assignment_id),
+                                                  extensions[f.assignment_id].get(f.student_id), foreign.get(key))
+                if key in id_flags:
+                    handin = _with_flag(handin, id_flags[key])
+                return RecordingFacts(manual[f.assignment_id].get(f.student_id, {}), handin,
+                                      handin_settings.policy if penalized else None, digests[key],
+                                      cache_keys[key]).to_dict()
+            except Exception:
+                return None
+
         try:
-            run_submissions([Submission(f.notebook, f.assignment_id, f.student_id) for f in todo], grading,
-                            lambda result: (record(result), advance(result)), executor, grader,
-                            heartbeat=recorder.heartbeat)
+            run_submissions([Submission(f.notebook, f.assignment_id, f.student_id, recording_facts(f)) for f in todo],
+                            grading, record_graded, executor, grader, heartbeat=recorder.heartbeat)
         except (SandboxUnavailable, SandboxEnvironmentError, ExecutorError) as exc:
             recorder.flush()  # what was graded before stays graded
             raise GradingRunError(str(exc)) from None
@@ -517,19 +560,29 @@ def _assess_handin(result: SubmissionResult, found: FoundSubmission | None, sett
     how it was found (an unmapped LMS id, another assignment's notebook)."""
     if found is None:
         return result.handin  # not among this run's submissions: keep what was recorded
-    handin = assess(result, found.folder, found.notebook, settings, gb.due_date(result.assignment_id),
-                    gb.extension(result.assignment_id, result.student_id))
+    handin, penalized = _handin_facts(result.student_id, result.assignment_id, found, settings,
+                                      gb.due_date(result.assignment_id),
+                                      gb.extension(result.assignment_id, result.student_id), foreign)
+    return with_penalty(handin, settings.policy, result.score, result.max_score) if penalized else handin
+
+
+def _handin_facts(student_id: str, assignment_id: str, found: FoundSubmission, settings: HandInSettings,
+                  due, extension, foreign: str | None) -> tuple[HandIn | None, bool]:
+    """What `_assess_handin` finds before grading: the hand-in but its penalty, and whether it has a penalty to
+    compute from the score (autograder.intake.handin.with_penalty)."""
+    handin = handin_facts(student_id, assignment_id, found.folder, found.notebook, settings, due, extension)
+    penalized = handin is not None
     extra = []
     if found.unmapped:
         extra.append(Flag(FLAG_UNMAPPED, f"{found.how}: graded under the LMS id, kept out of grades.csv",
                           "这份提交的 LMS 账号没有对应到课程名单，成绩待老师核实"))
     if foreign:
-        extra.append(Flag(FLAG_WRONG_ASSIGNMENT, f"this is a notebook of {foreign}, not of {result.assignment_id}",
-                          f"这是 {foreign} 的笔记本，不是 {result.assignment_id} 的：请提交本次作业的笔记本"))
+        extra.append(Flag(FLAG_WRONG_ASSIGNMENT, f"this is a notebook of {foreign}, not of {assignment_id}",
+                          f"这是 {foreign} 的笔记本，不是 {assignment_id} 的：请提交本次作业的笔记本"))
     if extra:
         handin = handin or HandIn()
         handin.flags = list(handin.flags) + extra
-    return handin
+    return handin, penalized
 
 
 def write_exports(out: Path, record: ClassRecord) -> None:

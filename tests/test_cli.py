@@ -213,13 +213,13 @@ KILLED_AT_THE_THIRD_RESULT_FILE = """
 import os, signal, sys
 from autograder.recording import batch, outputs
 batch.EVERY, batch.SECONDS = 2, 600.0  # transactions of two results, however slowly they come
-save, saves = outputs.ResultStore.save, []
+save, saves = outputs.ResultStore.save_encoded, []  # every result file is written by it
 def killed_at_the_third(self, *args, **kwargs):
     saves.append(1)
     if len(saves) == 3:  # the second transaction has committed; its result files are not written yet
         os.kill(os.getpid(), signal.SIGKILL)
     return save(self, *args, **kwargs)
-outputs.ResultStore.save = killed_at_the_third
+outputs.ResultStore.save_encoded = killed_at_the_third
 from autograder.cli import main
 sys.argv[0] = "autograde"
 main()

@@ -214,22 +214,51 @@ class CourseGradebook:
         """grade_id -> (the manual score, the instructor's comments) given in formgrader, for the parts that have
         either. formgrader comments on solution cells: a part's are those on its answer cells (a written answer's
         solution cell is its grade cell)."""
-        try:
-            submission = self.gb.find_submission(assignment.id, student_id)
-        except MissingEntry:
-            return {}
-        notebook = next((nb for nb in submission.notebooks if nb.name == assignment.source.stem), None)
-        if notebook is None:
-            return {}
-        scores = {g.name: g.manual_score for g in notebook.grades}
-        comments = {c.name: c.manual_comment.strip() for c in notebook.comments if (c.manual_comment or "").strip()}
+        return self.class_manual_grades(assignment, [student_id]).get(student_id, {})
+
+    def class_manual_grades(self, assignment: Assignment, student_ids=None) -> dict[str, dict]:
+        """student id -> `manual_grades` of that student, for every student of the assignment (or `student_ids`)
+        with any, in two queries (one per submission costs about 20 ms)."""
+        from nbgrader.api import Assignment as GradebookAssignment, BaseCell, Notebook, SubmittedAssignment, SubmittedNotebook
+
+        def rows(model, value):
+            query = (self.gb.db.query(SubmittedAssignment.student_id, BaseCell.name, value)
+                     .join(SubmittedNotebook, model.notebook_id == SubmittedNotebook.id)
+                     .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
+                     .join(GradebookAssignment, SubmittedAssignment.assignment_id == GradebookAssignment.id)
+                     .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
+                     .join(BaseCell, model.cell_id == BaseCell.id)
+                     .filter(GradebookAssignment.name == assignment.id, Notebook.name == assignment.source.stem,
+                             value.isnot(None)))
+            if student_ids is not None:
+                query = query.filter(SubmittedAssignment.student_id.in_(list(student_ids)))
+            return query.all()
+
+        scores: dict[str, dict[str, float]] = {}
+        comments: dict[str, dict[str, str]] = {}
+        for student, cell, score in rows(Grade, Grade.manual_score):
+            scores.setdefault(student, {})[cell] = score
+        for student, cell, text in rows(Comment, Comment.manual_comment):
+            if text.strip():
+                comments.setdefault(student, {})[cell] = text.strip()
         found = {}
-        for part in assignment.parts:
-            cells = dict.fromkeys([*part.answer_cells, part.grade_id])
-            comment = "\n\n".join(comments[c] for c in cells if c in comments)
-            if scores.get(part.grade_id) is not None or comment:
-                found[part.grade_id] = (scores.get(part.grade_id), comment)
+        for student in set(scores) | set(comments):
+            theirs, said = scores.get(student, {}), comments.get(student, {})
+            for part in assignment.parts:
+                cells = dict.fromkeys([*part.answer_cells, part.grade_id])
+                comment = "\n\n".join(said[c] for c in cells if c in said)
+                if theirs.get(part.grade_id) is not None or comment:
+                    found.setdefault(student, {})[part.grade_id] = (theirs.get(part.grade_id), comment)
         return found
+
+    def class_extensions(self, assignment_id: str) -> dict[str, timedelta]:
+        """student id -> the extension the gradebook holds for the assignment (the students that have one)."""
+        from nbgrader.api import Assignment as GradebookAssignment, SubmittedAssignment
+
+        query = (self.gb.db.query(SubmittedAssignment.student_id, SubmittedAssignment.extension)
+                 .join(GradebookAssignment, SubmittedAssignment.assignment_id == GradebookAssignment.id)
+                 .filter(GradebookAssignment.name == assignment_id, SubmittedAssignment.extension.isnot(None)))
+        return dict(query.all())
 
     def _record_handin(self, result: SubmissionResult, assignment: Assignment, submission) -> None:
         from autograder.intake.handin import from_iso
