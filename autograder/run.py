@@ -48,7 +48,6 @@ from autograder.running.sandbox.zygote import Zygote
 # after the sandbox's warm parent is launched: it warms up meanwhile (a one-submission run takes seconds less).
 if TYPE_CHECKING:
     from autograder.engine import Grader
-    from autograder.recording.gradebook import CourseGradebook
 
 
 class GradingRunError(Exception):
@@ -329,12 +328,31 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
 
     with _closing(grader), CourseGradebook(gradebook_path) as gb, gb.batch(), \
             _progress(progress, len(todo)) as advance:
+        # what recording a result needs from the gradebook, read for the whole class at once (one read per
+        # submission costs about 20 ms), before grading: it travels with the jobs
+        manual: dict[str, dict] = {}
+        extensions: dict[str, dict] = {}
+
+        def manual_grades(assignment_id: str, student_id: str) -> dict:
+            if assignment_id not in manual:
+                manual[assignment_id] = gb.class_manual_grades(assignments[assignment_id])
+            return manual[assignment_id].get(student_id, {})
+
+        def extension(assignment_id: str, student_id: str):
+            if assignment_id not in extensions:
+                extensions[assignment_id] = gb.class_extensions(assignment_id)
+            return extensions[assignment_id].get(student_id)
+
+        def assess_handin(result: SubmissionResult, found: FoundSubmission | None, foreign_: str | None):
+            return _assess_handin(result, found, handin_settings, gb.due_date(result.assignment_id),
+                                  extension(result.assignment_id, result.student_id), foreign_)
+
         def prepare(result: SubmissionResult) -> None:
             key = (result.student_id, result.assignment_id)
             sanitize_record(result)
             # the instructor's grades from formgrader first: they are part of the raw score the penalty is of
-            result.apply_manual_grades(gb.manual_grades(assignments[result.assignment_id], result.student_id))
-            result.handin = _assess_handin(result, found_by_key.get(key), handin_settings, gb, foreign.get(key))
+            result.apply_manual_grades(manual_grades(result.assignment_id, result.student_id))
+            result.handin = assess_handin(result, found_by_key.get(key), foreign.get(key))
             if key in id_flags:
                 result.handin = _with_flag(result.handin, id_flags[key])
 
@@ -398,11 +416,6 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
                                      lambda: write_files(result, None, None, files)))
             advance(result)
 
-        # what recording a result needs from the gradebook, read for the whole class at once, before grading
-        todo_assignments = sorted({f.assignment_id for f in todo})
-        manual = {a: gb.class_manual_grades(assignments[a]) for a in todo_assignments}
-        extensions = {a: gb.class_extensions(a) for a in todo_assignments}
-
         def recording_facts(f: FoundSubmission) -> dict | None:
             """What finishing `f`'s result needs, known before it is graded (autograder.recording.rendered); None:
             it is finished here after grading (and what goes wrong then is its failure)."""
@@ -410,10 +423,10 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             try:
                 handin, penalized = _handin_facts(f.student_id, f.assignment_id, f, handin_settings,
                                                   gb.due_date(f.assignment_id),
-                                                  extensions[f.assignment_id].get(f.student_id), foreign.get(key))
+                                                  extension(f.assignment_id, f.student_id), foreign.get(key))
                 if key in id_flags:
                     handin = _with_flag(handin, id_flags[key])
-                return RecordingFacts(manual[f.assignment_id].get(f.student_id, {}), handin,
+                return RecordingFacts(manual_grades(f.assignment_id, f.student_id), handin,
                                       handin_settings.policy if penalized else None, digests[key],
                                       cache_keys[key]).to_dict()
             except Exception:
@@ -435,14 +448,14 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             release = handin_settings.release_flagged_feedback and any(
                 flag.kind == FLAG_IDENTITY for flag in stored.result.flags)
             graded_by_hand = stored.result.apply_manual_grades(
-                gb.manual_grades(assignments[f.assignment_id], f.student_id))  # since: in formgrader
+                manual_grades(f.assignment_id, f.student_id))  # since: in formgrader
             # scores something else wrote (nbgrader autograde): ours back, and our feedback (generate_feedback's went)
             recorder.stage_only(key, lambda result=stored.result: into_gradebook(gb, result))
             overwritten = key in restored
             if feedback_root is not None and _foreign_feedback(feedback_root, stored.result):
                 restored_feedback.add(key)  # `nbgrader generate_feedback` wrote its own page there
                 overwritten = True
-            handin = _assess_handin(stored.result, f, handin_settings, gb, foreign.get(key))
+            handin = assess_handin(stored.result, f, foreign.get(key))
             if release or graded_by_hand or overwritten or handin != stored.result.handin:
                 record(stored.result, stored.notebook_sha256, stored.cache_key)
         recorder.flush()
@@ -555,14 +568,13 @@ def _folder(found: FoundSubmission | None) -> Path | None:
 
 
 def _assess_handin(result: SubmissionResult, found: FoundSubmission | None, settings: HandInSettings,
-                   gb: "CourseGradebook", foreign: str | None = None):
+                   due, extension, foreign: str | None = None):
     """The submission's hand-in record (autograder.intake.handin): identity, time, lateness, penalty; and the flags of
-    how it was found (an unmapped LMS id, another assignment's notebook)."""
+    how it was found (an unmapped LMS id, another assignment's notebook). `due`, `extension`: the gradebook's."""
     if found is None:
         return result.handin  # not among this run's submissions: keep what was recorded
-    handin, penalized = _handin_facts(result.student_id, result.assignment_id, found, settings,
-                                      gb.due_date(result.assignment_id),
-                                      gb.extension(result.assignment_id, result.student_id), foreign)
+    handin, penalized = _handin_facts(result.student_id, result.assignment_id, found, settings, due, extension,
+                                      foreign)
     return with_penalty(handin, settings.policy, result.score, result.max_score) if penalized else handin
 
 
