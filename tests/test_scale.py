@@ -173,23 +173,24 @@ def test_the_gradebook_is_written_in_fewer_transactions_than_results(tmp_path, m
             assert {p.grade_id: auto[p.grade_id] for p in result.parts} == {p.grade_id: p.auto_score for p in result.parts}
 
 
-def test_worker_processes_render_the_files_and_the_run_only_writes_them(tmp_path, monkeypatch):
-    """With worker processes, reports and result files are rendered where the result was graded: this process
-    renders none (here it cannot) and writes theirs, the same files as a run that grades here."""
+@pytest.mark.parametrize("executor", ["local", "dask"])
+def test_worker_processes_render_the_files_and_the_run_only_writes_them(tmp_path, monkeypatch, executor):
+    """With worker processes (local or Dask's), reports and result files are rendered where the result was graded:
+    this process renders none (here it cannot) and writes theirs, the same files as a run that grades here."""
     from autograder.reporting import student_page
 
     submitted = tmp_path / "submitted"
     small_class(submitted)
 
-    def run(out, workers):
+    def run(out, workers, executor="local"):
         return run_grading(RunOptions(assignments=["rmsnorm", "swiglu"], submissions=submitted, out=out,
-                                      gradebook=tmp_path / f"{out.name}.db", workers=workers, cell_timeout=8,
-                                      probe_timeout=8))
+                                      gradebook=tmp_path / f"{out.name}.db", workers=workers, executor=executor,
+                                      cell_timeout=8, probe_timeout=8))
 
     here = run(tmp_path / "here", 1)
     with monkeypatch.context() as patched:
         patched.setattr(student_page, "render_report", lambda result: pytest.fail("rendered in this process"))
-        there = run(tmp_path / "there", 2)
+        there = run(tmp_path / "there", 2, executor)
     assert there.graded_now == here.graded_now == 6 and not there.record_failures
     assert not any(r.infrastructure_error for r in there.results)
     for result in there.results:
