@@ -374,10 +374,9 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
                 store.save(result, digest or digests.get(key),
                            None if result.infrastructure_error else (cache_key or cache_keys.get(key)))
 
-        def pending(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None,
-                    prepared: bool = False) -> Pending:
+        def pending(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None) -> Pending:
             """The result's recording: prepared once (when it is first staged), its gradebook writes repeatable."""
-            done = [prepared]
+            done = [False]
 
             def stage():
                 if not done[0]:
@@ -385,14 +384,14 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
                     done[0] = True
                 into_gradebook(gb, result)
 
-            return Pending((result, digest, cache_key), stage, lambda: write_files(result, digest, cache_key))
+            return Pending(result, stage, lambda: write_files(result, digest, cache_key))
 
         def failed(what: Pending, exc: Exception) -> Pending:
-            result = what.key[0]
+            result = what.key
             return pending(_recording_failed(result, assignments[result.assignment_id], exc))
 
         def report(what: Pending, exc: Exception) -> None:
-            result = what.key[0]
+            result = what.key
             record_failures.append(f"{result.student_id}/{result.assignment_id}: {type(exc).__name__}: "
                                    f"{safe_text(exc, 300)}")
 
@@ -412,7 +411,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             if files is None:
                 record(result)
             else:
-                recorder.add(Pending((result, None, None), lambda: into_gradebook(gb, result),
+                recorder.add(Pending(result, lambda: into_gradebook(gb, result),
                                      lambda: write_files(result, None, None, files)))
             advance(result)
 
@@ -450,7 +449,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             graded_by_hand = stored.result.apply_manual_grades(
                 manual_grades(f.assignment_id, f.student_id))  # since: in formgrader
             # scores something else wrote (nbgrader autograde): ours back, and our feedback (generate_feedback's went)
-            recorder.stage_only(key, lambda result=stored.result: into_gradebook(gb, result))
+            recorder.stage_only(stored.result, lambda result=stored.result: into_gradebook(gb, result))
             overwritten = key in restored
             if feedback_root is not None and _foreign_feedback(feedback_root, stored.result):
                 restored_feedback.add(key)  # `nbgrader generate_feedback` wrote its own page there
@@ -464,7 +463,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
         for result in results:  # what this run's assignments had graded before (cached, or before an
             key = (result.student_id, result.assignment_id)  # interruption): into the gradebook again, idempotent
             if result.assignment_id in assignment_ids and key not in graded_now:
-                recorder.stage_only(key, lambda result=result: into_gradebook(gb, result))
+                recorder.stage_only(result, lambda result=result: into_gradebook(gb, result))
         recorder.flush()
     _update_state(state, discovery, results, assignment_ids, opts.students, gradebook_path, roster)
     state.save(out)

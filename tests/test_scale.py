@@ -198,3 +198,42 @@ def test_worker_processes_render_the_files_and_the_run_only_writes_them(tmp_path
         assert (tmp_path / "there" / "reports" / f"{name}.html").read_text() == \
             (tmp_path / "here" / "reports" / f"{name}.html").read_text()
     assert [r.identity() for r in there.results] == [r.identity() for r in here.results]
+
+
+def test_a_result_that_cannot_be_recorded_is_its_own_failure_in_a_batch_of_others(tmp_path, monkeypatch):
+    """One result's gradebook writes fail in the middle of a batch, another's report cannot be written after the
+    commit: each is recorded as its own error of ours (graded again next run), the others of the batch as usual."""
+    from autograder import run as run_module
+    from autograder.recording import batch
+    from autograder.recording.gradebook import CourseGradebook
+
+    submitted = tmp_path / "submitted"
+    small_class(submitted)
+    monkeypatch.setattr(batch, "SECONDS", 600.0)  # one batch for all six
+    record, write_report = CourseGradebook.record, run_module.write_report
+
+    def record_failing(self, result, assignment):
+        if (result.student_id, result.assignment_id) == ("ana", "swiglu") and not result.infrastructure_error:
+            raise RuntimeError("the gradebook refused it")
+        return record(self, result, assignment)
+
+    def report_failing(out, result, html=None):
+        if (result.student_id, result.assignment_id) == ("ben", "rmsnorm") and not result.infrastructure_error:
+            raise OSError("disk full")
+        return write_report(out, result, html)
+
+    monkeypatch.setattr(CourseGradebook, "record", record_failing)
+    monkeypatch.setattr(run_module, "write_report", report_failing)
+    summary = run_grading(RunOptions(assignments=["rmsnorm", "swiglu"], submissions=submitted, out=tmp_path / "out",
+                                     gradebook=tmp_path / "gradebook.db", cell_timeout=8, probe_timeout=8))
+    assert not summary.record_failures
+    by_key = {(r.student_id, r.assignment_id): r for r in summary.results}
+    assert len(by_key) == 6
+    for key, result in by_key.items():
+        failed = key in (("ana", "swiglu"), ("ben", "rmsnorm"))
+        assert result.infrastructure_error == failed, key
+        assert ("recording failed" in result.message) == failed, key
+    assert by_key[("ana", "rmsnorm")].score == 10 and by_key[("ben", "swiglu")].score == by_key[("ben", "swiglu")].max_score
+    with CourseGradebook(tmp_path / "gradebook.db") as gb:
+        for (student, assignment), result in by_key.items():
+            assert sum(v or 0 for v in gb.scores(assignment, student).values()) == result.score, (student, assignment)

@@ -26,7 +26,7 @@ class Pending:
     files after the commit; `failure` says whether it is already the failure of a result that could not be
     recorded (so its own failure is reported, not recorded)."""
 
-    key: object
+    key: object  # what it records (the run's: the SubmissionResult)
     stage: Callable[[], None]
     files: Callable[[], None] | None = None
     failure: bool = False
