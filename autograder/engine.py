@@ -50,6 +50,7 @@ class Submission:
     notebook: Path
     assignment_id: str
     student_id: str
+    recording: dict | None = None  # RecordingFacts as a dict: finish and render the result where it is graded
 
 
 def grade_submission(notebook: str | Path, assignment_id: str, student_id: str,

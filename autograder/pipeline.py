@@ -42,7 +42,8 @@ STEPS: tuple[Step, ...] = (
     Step("hand-in", "autograder.intake.handin:assess",
          "who wrote it and when (the OS and nbgrader's exchange, not the student's word), how late, what that costs"),
     Step("record", "autograder.recording.gradebook:CourseGradebook.record",
-         "nbgrader's gradebook (one transaction), the autograded notebook, and last the result file (the mark of done)"),
+         "nbgrader's gradebook (one transaction for many results: recording/batch.py), the autograded notebook, "
+         "and last the result file (the mark of done)"),
     Step("report", "autograder.reporting.feedback:write_report",
          "the student's page (Chinese), also where nbgrader expects feedback"),
     Step("export", "autograder.run:write_exports", "results.json, grades.csv and the class summary, from every stored result"),

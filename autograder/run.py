@@ -1,7 +1,11 @@
 """A grading run, as `autograde grade` does it: find, grade, record, report; resumable.
 
-Each graded submission is recorded in this order: the gradebook (one transaction), its report (and
-nbgrader feedback), and last its result file, which marks it done, with its cache key (autograder.recording.cache).
+What recording a submission needs from the gradebook and its folder (manual grades, the hand-in) is read before
+it is graded and sent with it: the worker finishes the result and renders its report and result file
+(autograder.recording.rendered), and this process writes them. Each graded submission is recorded in this order:
+the gradebook (in one transaction with the results that arrived about when it did: autograder.recording.batch),
+then, once that transaction has committed, its report (and nbgrader feedback), and last its result file, which
+marks it done, with its cache key (autograder.recording.cache).
 A run killed at any point and started again grades exactly what has no result file under the same key
 yet, and rewrites the other stored results into the gradebook (idempotent), so results and gradebook end
 up as an uninterrupted run would leave them.
@@ -15,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autograder.assignments import load_assignment
+from autograder.recording.batch import BatchRecorder, Pending
+from autograder.recording.rendered import RecordingFacts, Rendered, checked
 from autograder.recording.cache import grading_key, submission_key
 from autograder.course import course_secret
 from autograder.intake import lms
@@ -23,7 +29,8 @@ from autograder.assignments import assignment_ids as course_assignments, assignm
 from autograder.recording.class_record import ClassRecord, ClassState, roster_of
 from autograder.intake.discovery import Discovery, DiscoveryError, FoundSubmission, course_root, discover
 from autograder.running.executors import Executor, ExecutorError, in_process, run_submissions
-from autograder.intake.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings, submission_timeout
+from autograder.intake.handin import (HandInError, HandInOptions, HandInSettings, facts as handin_facts, load_settings,
+                                     submission_timeout, with_penalty)
 from autograder.recording.locking import LockedError, run_locks
 from autograder.recording.outputs import (ResultStore, atomic_write, nbgrader_folder_name, notebook_digest, write_grades_csv,
                                 write_results_json)
@@ -41,7 +48,6 @@ from autograder.running.sandbox.zygote import Zygote
 # after the sandbox's warm parent is launched: it warms up meanwhile (a one-submission run takes seconds less).
 if TYPE_CHECKING:
     from autograder.engine import Grader
-    from autograder.recording.gradebook import CourseGradebook
 
 
 class GradingRunError(Exception):
@@ -322,17 +328,41 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
         if _replaced_foreign(replaced, ours.get(key)):
             restored.add(key)
 
-    with _closing(grader), CourseGradebook(gradebook_path) as gb, _progress(progress, len(todo)) as advance:
-        def record_one(result: SubmissionResult, digest: str | None, cache_key: str | None):
+    with _closing(grader), CourseGradebook(gradebook_path) as gb, gb.batch(), \
+            _progress(progress, len(todo)) as advance:
+        # what recording a result needs from the gradebook, read for the whole class at once (one read per
+        # submission costs about 20 ms), before grading: it travels with the jobs
+        manual: dict[str, dict] = {}
+        extensions: dict[str, dict] = {}
+
+        def manual_grades(assignment_id: str, student_id: str) -> dict:
+            if assignment_id not in manual:
+                manual[assignment_id] = gb.class_manual_grades(assignments[assignment_id])
+            return manual[assignment_id].get(student_id, {})
+
+        def extension(assignment_id: str, student_id: str):
+            if assignment_id not in extensions:
+                extensions[assignment_id] = gb.class_extensions(assignment_id)
+            return extensions[assignment_id].get(student_id)
+
+        def assess_handin(result: SubmissionResult, found: FoundSubmission | None, foreign_: str | None):
+            return _assess_handin(result, found, handin_settings, gb.due_date(result.assignment_id),
+                                  extension(result.assignment_id, result.student_id), foreign_)
+
+        def prepare(result: SubmissionResult) -> None:
             key = (result.student_id, result.assignment_id)
             sanitize_record(result)
             # the instructor's grades from formgrader first: they are part of the raw score the penalty is of
-            result.apply_manual_grades(gb.manual_grades(assignments[result.assignment_id], result.student_id))
-            result.handin = _assess_handin(result, found_by_key.get(key), handin_settings, gb, foreign.get(key))
+            result.apply_manual_grades(manual_grades(result.assignment_id, result.student_id))
+            result.handin = assess_handin(result, found_by_key.get(key), foreign.get(key))
             if key in id_flags:
                 result.handin = _with_flag(result.handin, id_flags[key])
-            into_gradebook(gb, result)
-            html = write_report(out, result)
+
+        def write_files(result: SubmissionResult, digest: str | None, cache_key: str | None,
+                        rendered: "Rendered | None" = None) -> None:
+            """The result's files, as rendered where it was graded (`rendered`) or rendered here."""
+            key = (result.student_id, result.assignment_id)
+            html = write_report(out, result, rendered.report if rendered else None)
             if course is not None:  # what formgrader and nbgrader's generate_feedback read
                 write_autograded(course, result, found_by_key.get(key))
             if feedback_root is not None:
@@ -340,25 +370,74 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
                                assignments[result.assignment_id].source.name, html,
                                release_flagged=handin_settings.release_flagged_feedback)
             # last: this marks the submission done; an error of ours is never kept as "unchanged"
-            store.save(result, digest or digests.get(key),
-                       None if result.infrastructure_error else (cache_key or cache_keys.get(key)))
+            if rendered is not None:
+                store.save_encoded(result, rendered.result_file)
+            else:
+                store.save(result, digest or digests.get(key),
+                           None if result.infrastructure_error else (cache_key or cache_keys.get(key)))
+
+        def pending(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None) -> Pending:
+            """The result's recording: prepared once (when it is first staged), its gradebook writes repeatable."""
+            done = [False]
+
+            def stage():
+                if not done[0]:
+                    prepare(result)
+                    done[0] = True
+                into_gradebook(gb, result)
+
+            return Pending(result, stage, lambda: write_files(result, digest, cache_key))
+
+        def failed(what: Pending, exc: Exception) -> Pending:
+            result = what.key
+            return pending(_recording_failed(result, assignments[result.assignment_id], exc))
+
+        def report(what: Pending, exc: Exception) -> None:
+            result = what.key
+            record_failures.append(f"{result.student_id}/{result.assignment_id}: {type(exc).__name__}: "
+                                   f"{safe_text(exc, 300)}")
+
+        # many results' gradebook writes in one transaction; their files after it commits (autograder.recording.batch)
+        recorder = BatchRecorder(gb.commit, gb.rollback, failed, report)
 
         def record(result: SubmissionResult, digest: str | None = None, cache_key: str | None = None):
             """Record one result; whatever fails while recording it is that submission's error, not the run's."""
+            recorder.add(pending(result, digest, cache_key))
+
+        def record_graded(result: SubmissionResult, rendered: dict | None = None) -> None:
+            """A result as it comes from grading: finished and rendered there from its recording facts (then only
+            its gradebook writes and its files are left), else recorded as any result."""
+            key = (result.student_id, result.assignment_id)
+            files = checked(rendered, result, digests[key], cache_keys[key]) \
+                if rendered is not None and key in digests else None
+            if files is None:
+                record(result)
+            else:
+                recorder.add(Pending(result, lambda: into_gradebook(gb, result),
+                                     lambda: write_files(result, None, None, files)))
+            advance(result)
+
+        def recording_facts(f: FoundSubmission) -> dict | None:
+            """What finishing `f`'s result needs, known before it is graded (autograder.recording.rendered); None:
+            it is finished here after grading (and what goes wrong then is its failure)."""
+            key = (f.student_id, f.assignment_id)
             try:
-                record_one(result, digest, cache_key)
-            except Exception as exc:
-                failure = _recording_failed(result, assignments[result.assignment_id], exc)
-                try:
-                    record_one(failure, None, None)
-                except Exception as again:
-                    record_failures.append(f"{result.student_id}/{result.assignment_id}: {type(again).__name__}: "
-                                           f"{safe_text(again, 300)}")
+                handin, penalized = _handin_facts(f.student_id, f.assignment_id, f, handin_settings,
+                                                  gb.due_date(f.assignment_id),
+                                                  extension(f.assignment_id, f.student_id), foreign.get(key))
+                if key in id_flags:
+                    handin = _with_flag(handin, id_flags[key])
+                return RecordingFacts(manual_grades(f.assignment_id, f.student_id), handin,
+                                      handin_settings.policy if penalized else None, digests[key],
+                                      cache_keys[key]).to_dict()
+            except Exception:
+                return None
 
         try:
-            run_submissions([Submission(f.notebook, f.assignment_id, f.student_id) for f in todo], grading,
-                            lambda result: (record(result), advance(result)), executor, grader)
+            run_submissions([Submission(f.notebook, f.assignment_id, f.student_id, recording_facts(f)) for f in todo],
+                            grading, record_graded, executor, grader, heartbeat=recorder.heartbeat)
         except (SandboxUnavailable, SandboxEnvironmentError, ExecutorError) as exc:
+            recorder.flush()  # what was graded before stays graded
             raise GradingRunError(str(exc)) from None
         # results kept from an earlier run: their hand-in (a due date, an extension, the policy) may have changed
         for key, f in found_by_key.items():
@@ -370,22 +449,24 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             release = handin_settings.release_flagged_feedback and any(
                 flag.kind == FLAG_IDENTITY for flag in stored.result.flags)
             graded_by_hand = stored.result.apply_manual_grades(
-                gb.manual_grades(assignments[f.assignment_id], f.student_id))  # since: in formgrader
+                manual_grades(f.assignment_id, f.student_id))  # since: in formgrader
             # scores something else wrote (nbgrader autograde): ours back, and our feedback (generate_feedback's went)
-            into_gradebook(gb, stored.result)
+            recorder.stage_only(stored.result, lambda result=stored.result: into_gradebook(gb, result))
             overwritten = key in restored
             if feedback_root is not None and _foreign_feedback(feedback_root, stored.result):
                 restored_feedback.add(key)  # `nbgrader generate_feedback` wrote its own page there
                 overwritten = True
-            handin = _assess_handin(stored.result, f, handin_settings, gb, foreign.get(key))
+            handin = assess_handin(stored.result, f, foreign.get(key))
             if release or graded_by_hand or overwritten or handin != stored.result.handin:
                 record(stored.result, stored.notebook_sha256, stored.cache_key)
+        recorder.flush()
         results = store.all()  # every stored result, whatever this run graded
         graded_now = {(f.student_id, f.assignment_id) for f in todo}
         for result in results:  # what this run's assignments had graded before (cached, or before an
             key = (result.student_id, result.assignment_id)  # interruption): into the gradebook again, idempotent
             if result.assignment_id in assignment_ids and key not in graded_now:
-                into_gradebook(gb, result)
+                recorder.stage_only(result, lambda result=result: into_gradebook(gb, result))
+        recorder.flush()
     _update_state(state, discovery, results, assignment_ids, opts.students, gradebook_path, roster)
     state.save(out)
     record_ = ClassRecord(results, roster, set(state.not_found), state.conflicts)
@@ -488,24 +569,33 @@ def _folder(found: FoundSubmission | None) -> Path | None:
 
 
 def _assess_handin(result: SubmissionResult, found: FoundSubmission | None, settings: HandInSettings,
-                   gb: "CourseGradebook", foreign: str | None = None):
+                   due, extension, foreign: str | None = None):
     """The submission's hand-in record (autograder.intake.handin): identity, time, lateness, penalty; and the flags of
-    how it was found (an unmapped LMS id, another assignment's notebook)."""
+    how it was found (an unmapped LMS id, another assignment's notebook). `due`, `extension`: the gradebook's."""
     if found is None:
         return result.handin  # not among this run's submissions: keep what was recorded
-    handin = assess(result, found.folder, found.notebook, settings, gb.due_date(result.assignment_id),
-                    gb.extension(result.assignment_id, result.student_id))
+    handin, penalized = _handin_facts(result.student_id, result.assignment_id, found, settings, due, extension,
+                                      foreign)
+    return with_penalty(handin, settings.policy, result.score, result.max_score) if penalized else handin
+
+
+def _handin_facts(student_id: str, assignment_id: str, found: FoundSubmission, settings: HandInSettings,
+                  due, extension, foreign: str | None) -> tuple[HandIn | None, bool]:
+    """What `_assess_handin` finds before grading: the hand-in but its penalty, and whether it has a penalty to
+    compute from the score (autograder.intake.handin.with_penalty)."""
+    handin = handin_facts(student_id, assignment_id, found.folder, found.notebook, settings, due, extension)
+    penalized = handin is not None
     extra = []
     if found.unmapped:
         extra.append(Flag(FLAG_UNMAPPED, f"{found.how}: graded under the LMS id, kept out of grades.csv",
                           "这份提交的 LMS 账号没有对应到课程名单，成绩待老师核实"))
     if foreign:
-        extra.append(Flag(FLAG_WRONG_ASSIGNMENT, f"this is a notebook of {foreign}, not of {result.assignment_id}",
-                          f"这是 {foreign} 的笔记本，不是 {result.assignment_id} 的：请提交本次作业的笔记本"))
+        extra.append(Flag(FLAG_WRONG_ASSIGNMENT, f"this is a notebook of {foreign}, not of {assignment_id}",
+                          f"这是 {foreign} 的笔记本，不是 {assignment_id} 的：请提交本次作业的笔记本"))
     if extra:
         handin = handin or HandIn()
         handin.flags = list(handin.flags) + extra
-    return handin
+    return handin, penalized
 
 
 def write_exports(out: Path, record: ClassRecord) -> None:

@@ -1,5 +1,6 @@
 """`autograde grade` end to end: a small class in nbgrader's layout, the outputs, the gradebook, resume after kill -9."""
 
+import contextlib
 import csv
 import io
 import json
@@ -206,6 +207,64 @@ def test_resume_after_kill_9_gives_identical_results_and_gradebook(tmp_path):
     assert exports[0] == exports[1]
     assert os.listdir(ctx.marker_dir) == [] and live_children(os.getpid()) == children
     assert leftover_pool_processes() == {}
+
+
+KILLED_AT_THE_THIRD_RESULT_FILE = """
+import os, signal, sys
+from autograder.recording import batch, outputs
+batch.EVERY, batch.SECONDS = 2, 600.0  # transactions of two results, however slowly they come
+save, saves = outputs.ResultStore.save_encoded, []  # every result file is written by it
+def killed_at_the_third(self, *args, **kwargs):
+    saves.append(1)
+    if len(saves) == 3:  # the second transaction has committed; its result files are not written yet
+        os.kill(os.getpid(), signal.SIGKILL)
+    return save(self, *args, **kwargs)
+outputs.ResultStore.save_encoded = killed_at_the_third
+from autograder.cli import main
+sys.argv[0] = "autograde"
+main()
+"""
+
+
+def test_a_kill_9_between_a_commit_and_its_result_files_loses_and_duplicates_nothing(tmp_path):
+    """The gradebook is written in transactions of several results, each result file after its transaction: killed
+    after the second transaction committed and before its result files were written, a restart grades exactly what
+    has no result file and leaves the results and the gradebook of a run that was not interrupted."""
+    course = make_course(tmp_path / "course")
+    clean = tmp_path / "clean"
+    shutil.copytree(course, clean)
+    args = ["grade", "rmsnorm", "--submissions", str(course / "submitted"), "--out", str(course / "out"),
+            "--workers", "1", *FAST]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    killed = subprocess.Popen([sys.executable, "-c", KILLED_AT_THE_THIRD_RESULT_FILE, *args], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    _, stderr = killed.communicate(timeout=600)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(killed.pid, signal.SIGKILL)  # what it had started (its sandboxes' warm parent)
+    assert killed.returncode == -signal.SIGKILL, stderr[-2000:]
+    assert len(list((course / "out" / "results").glob("*/*.json"))) == 2  # the first transaction's
+    assert gradebook_rows(course / "gradebook.db") == (4, 0)  # and the second's, committed: 4 of 5 submissions
+
+    resumed = subprocess.run([sys.executable, "-m", "autograder.cli", *args], env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "graded 3 submission(s); 2 unchanged" in resumed.stdout
+    full = subprocess.run([sys.executable, "-m", "autograder.cli", *[a.replace(str(course), str(clean)) for a in args]],
+                          env=env, capture_output=True, text=True)
+    assert full.returncode == 0, full.stderr[-2000:]
+
+    def identities(root):
+        return sorted(json.dumps(SubmissionResult.from_dict(
+            {k: v for k, v in json.loads(p.read_text()).items() if k not in ("notebook_sha256", "cache_key")}).identity(),
+            sort_keys=True) for p in (root / "out" / "results").glob("*/*.json"))
+
+    assert identities(course) == identities(clean) and len(identities(course)) == 5
+    assert gradebook_rows(course / "gradebook.db") == gradebook_rows(clean / "gradebook.db") == (5, 0)
+    exports = []
+    for root in (course, clean):
+        done = run_nbgrader(["export", "--to", str(root / "export.csv")], cwd=root)
+        assert done.returncode == 0, done.stderr
+        exports.append(sorted((r["student_id"], r["score"]) for r in csv.DictReader(open(root / "export.csv"))))
+    assert exports[0] == exports[1]
 
 
 def test_report_rerenders_from_stored_results_without_grading(graded_course, monkeypatch):

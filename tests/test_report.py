@@ -419,3 +419,51 @@ def test_report_and_summary_in_chromium_no_console_errors_nothing_fetched(tmp_pa
             assert tab.errors == [] and tab.blocked == [], (name, tab.errors, tab.blocked)
             # the report runs no script; the summary only its sort-and-filter table script (allowed by its hash)
             assert tab.evaluate("document.querySelectorAll('script').length") == (1 if name == "summary" else 0)
+
+
+# --- rendered where it is graded ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("make", [rmsnorm_result, hostile_result], ids=["rmsnorm", "hostile"])
+def test_a_worker_renders_the_report_and_result_file_byte_for_byte_as_the_run_would(make, tmp_path):
+    """The run sends a submission's recording facts (the instructor's grades, the hand-in but its penalty) with the
+    job; the worker finishes the result and renders its files: the same bytes as finishing and rendering it in the
+    run after grading (autograder.recording.rendered)."""
+    import copy
+    import json
+    from dataclasses import asdict
+    from datetime import datetime, timedelta
+
+    from autograder.intake.handin import HandInSettings, assess, facts
+    from autograder.intake.late import LatePolicy
+    from autograder.intake.validate import sanitize_record
+    from autograder.recording.outputs import encode_result
+    from autograder.recording.rendered import RecordingFacts, checked, finish
+
+    result = make()
+    folder = tmp_path / result.student_id / result.assignment_id
+    folder.mkdir(parents=True)
+    (folder / "timestamp.txt").write_text("2026-11-30 10:00:00.000000 UTC")
+    notebook = folder / f"{result.assignment_id}.ipynb"
+    settings = HandInSettings(policy=LatePolicy("percent_per_day", percent=10, cap_percent=50))
+    due, extension = datetime(2026, 11, 28, 9), timedelta(hours=3)
+    manual = {result.parts[-1].grade_id: (1.5, f"评语 {SCRIPT}")}
+
+    here = copy.deepcopy(result)  # the run's way, after grading
+    sanitize_record(here)
+    here.apply_manual_grades(manual)
+    here.handin = assess(here, folder, notebook, settings, due, extension)
+    expected = (render_report(here), encode_result(here, "d1g35t", "k3y"))
+
+    sent = RecordingFacts(manual, facts(result.student_id, result.assignment_id, folder, notebook, settings, due,
+                                        extension), settings.policy, "d1g35t", "k3y").to_dict()
+    there = copy.deepcopy(result)  # the worker's: the facts through the job's JSON
+    rendered = finish(there, RecordingFacts.from_dict(json.loads(json.dumps(sent))))
+    assert (rendered.report, rendered.result_file) == expected
+    assert there.handin.penalty > 0 and there.handin == here.handin and there.score == here.score
+    assert checked(asdict(rendered), there, "d1g35t", "k3y") == rendered
+    # the run writes only files of the result it holds, under the key it sent
+    assert checked(asdict(rendered), there, "d1g35t", "another") is None
+    assert checked({**asdict(rendered), "report": None}, there, "d1g35t", "k3y") is None
+    other = copy.deepcopy(there)
+    other.student_id = "mallory"
+    assert checked(asdict(rendered), other, "d1g35t", "k3y") is None

@@ -127,3 +127,113 @@ def test_a_worker_that_cannot_start_is_a_clear_error_not_a_retry_loop(tmp_path, 
     with pytest.raises(executors.ExecutorError, match="no torch here"):
         run_submissions(submissions, GradingOptions(limits=TEST_LIMITS, secret=b"s"), lambda r: None,
                         Executor("local", workers=2))
+
+
+def test_the_gradebook_is_written_in_fewer_transactions_than_results(tmp_path, monkeypatch):
+    """Many results' gradebook writes commit together (autograder.recording.batch), each result file after its
+    transaction: the same gradebook as one transaction per result would leave."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from autograder.recording import batch
+    from autograder.recording.gradebook import CourseGradebook
+
+    submitted = tmp_path / "submitted"
+    submissions = small_class(submitted)
+    monkeypatch.setattr(batch, "SECONDS", 600.0)  # however slowly the results come: by count only
+    monkeypatch.setattr(batch, "EVERY", 4)
+    with CourseGradebook(tmp_path / "gradebook.db"):
+        pass  # a new gradebook's own commits (its tables, nbgrader's migration stamp) are not counted
+    wrote, commits = set(), []  # connections that wrote since they last committed; the commits that wrote
+
+    def executed(connection, cursor, statement, *args):
+        if statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+            wrote.add(connection)
+
+    def committed(connection):
+        if connection in wrote:
+            wrote.discard(connection)
+            commits.append(connection)
+
+    event.listen(Engine, "after_cursor_execute", executed)
+    event.listen(Engine, "commit", committed)
+    try:
+        summary = run_grading(RunOptions(assignments=["rmsnorm", "swiglu"], submissions=submitted,
+                                         out=tmp_path / "out", gradebook=tmp_path / "gradebook.db",
+                                         cell_timeout=8, probe_timeout=8))
+    finally:
+        event.remove(Engine, "after_cursor_execute", executed)
+        event.remove(Engine, "commit", committed)
+    assert summary.graded_now == len(submissions) == 6 and not summary.record_failures
+    assert len(commits) == 2, len(commits)  # 6 results: a batch of 4, then a batch of 2 (one each before: 6)
+    with CourseGradebook(tmp_path / "gradebook.db") as gb:
+        for result in summary.results:  # every result's auto scores are in
+            submission = gb.gb.find_submission(result.assignment_id, result.student_id)
+            auto = {g.name: g.auto_score for nb in submission.notebooks for g in nb.grades}
+            assert {p.grade_id: auto[p.grade_id] for p in result.parts} == {p.grade_id: p.auto_score for p in result.parts}
+
+
+@pytest.mark.parametrize("executor", ["local", "dask"])
+def test_worker_processes_render_the_files_and_the_run_only_writes_them(tmp_path, monkeypatch, executor):
+    """With worker processes (local or Dask's), reports and result files are rendered where the result was graded:
+    this process renders none (here it cannot) and writes theirs, the same files as a run that grades here."""
+    from autograder.reporting import student_page
+
+    submitted = tmp_path / "submitted"
+    small_class(submitted)
+
+    def run(out, workers, executor="local"):
+        return run_grading(RunOptions(assignments=["rmsnorm", "swiglu"], submissions=submitted, out=out,
+                                      gradebook=tmp_path / f"{out.name}.db", workers=workers, executor=executor,
+                                      cell_timeout=8, probe_timeout=8))
+
+    here = run(tmp_path / "here", 1)
+    with monkeypatch.context() as patched:
+        patched.setattr(student_page, "render_report", lambda result: pytest.fail("rendered in this process"))
+        there = run(tmp_path / "there", 2, executor)
+    assert there.graded_now == here.graded_now == 6 and not there.record_failures
+    assert not any(r.infrastructure_error for r in there.results)
+    for result in there.results:
+        name = f"{result.student_id}/{result.assignment_id}"
+        assert (tmp_path / "there" / "reports" / f"{name}.html").read_text() == \
+            (tmp_path / "here" / "reports" / f"{name}.html").read_text()
+    assert [r.identity() for r in there.results] == [r.identity() for r in here.results]
+
+
+def test_a_result_that_cannot_be_recorded_is_its_own_failure_in_a_batch_of_others(tmp_path, monkeypatch):
+    """One result's gradebook writes fail in the middle of a batch, another's report cannot be written after the
+    commit: each is recorded as its own error of ours (graded again next run), the others of the batch as usual."""
+    from autograder import run as run_module
+    from autograder.recording import batch
+    from autograder.recording.gradebook import CourseGradebook
+
+    submitted = tmp_path / "submitted"
+    small_class(submitted)
+    monkeypatch.setattr(batch, "SECONDS", 600.0)  # one batch for all six
+    record, write_report = CourseGradebook.record, run_module.write_report
+
+    def record_failing(self, result, assignment):
+        if (result.student_id, result.assignment_id) == ("ana", "swiglu") and not result.infrastructure_error:
+            raise RuntimeError("the gradebook refused it")
+        return record(self, result, assignment)
+
+    def report_failing(out, result, html=None):
+        if (result.student_id, result.assignment_id) == ("ben", "rmsnorm") and not result.infrastructure_error:
+            raise OSError("disk full")
+        return write_report(out, result, html)
+
+    monkeypatch.setattr(CourseGradebook, "record", record_failing)
+    monkeypatch.setattr(run_module, "write_report", report_failing)
+    summary = run_grading(RunOptions(assignments=["rmsnorm", "swiglu"], submissions=submitted, out=tmp_path / "out",
+                                     gradebook=tmp_path / "gradebook.db", cell_timeout=8, probe_timeout=8))
+    assert not summary.record_failures
+    by_key = {(r.student_id, r.assignment_id): r for r in summary.results}
+    assert len(by_key) == 6
+    for key, result in by_key.items():
+        failed = key in (("ana", "swiglu"), ("ben", "rmsnorm"))
+        assert result.infrastructure_error == failed, key
+        assert ("recording failed" in result.message) == failed, key
+    assert by_key[("ana", "rmsnorm")].score == 10 and by_key[("ben", "swiglu")].score == by_key[("ben", "swiglu")].max_score
+    with CourseGradebook(tmp_path / "gradebook.db") as gb:
+        for (student, assignment), result in by_key.items():
+            assert sum(v or 0 for v in gb.scores(assignment, student).values()) == result.score, (student, assignment)

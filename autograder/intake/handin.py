@@ -183,11 +183,25 @@ def _student_timestamp(folder: Path | None) -> tuple[datetime | None, Flag | Non
 def assess(result: SubmissionResult, folder: Path | None, notebook: Path | None, settings: HandInSettings,
            due: datetime | None, extension: timedelta | None) -> HandIn | None:
     """The hand-in record of one graded submission (None: nothing is known about its hand-in)."""
+    handin = facts(result.student_id, result.assignment_id, folder, notebook, settings, due, extension)
+    return with_penalty(handin, settings.policy, result.score, result.max_score) if handin is not None else None
+
+
+def with_penalty(handin: HandIn, policy: LatePolicy, score: float, max_score: float) -> HandIn:
+    """`handin` with the penalty its lateness costs a submission of `score` out of `max_score`."""
+    handin.penalty = policy.penalty(score, max_score, handin.seconds_late)
+    return handin
+
+
+def facts(student_id: str, assignment_id: str, folder: Path | None, notebook: Path | None, settings: HandInSettings,
+          due: datetime | None, extension: timedelta | None) -> HandIn | None:
+    """What `assess` finds before the submission is graded: everything but the penalty (`with_penalty`, from the
+    score), so that the hand-in can travel with the job and the record be finished where it is graded."""
     student_ts, ts_flag = _student_timestamp(folder)
     flags = [ts_flag] if ts_flag else []
     prov: Provenance | None = None
     if folder is not None and settings.exchange is not None and settings.exchange.inbound.is_dir():
-        inbound = match_inbound(settings.exchange, result.student_id, result.assignment_id, folder, notebook)
+        inbound = match_inbound(settings.exchange, student_id, assignment_id, folder, notebook)
         if inbound is None:
             flags.append(Flag(FLAG_UNVERIFIED,
                               f"no folder in {settings.exchange.inbound} matches this submission's timestamp.txt: "
@@ -202,11 +216,11 @@ def assess(result: SubmissionResult, folder: Path | None, notebook: Path | None,
     if folder is None and due is None:
         return None
 
-    if prov is not None and settings.check_owner and set(prov.owners) != {result.student_id}:
+    if prov is not None and settings.check_owner and set(prov.owners) != {student_id}:
         flags.append(Flag(FLAG_IDENTITY,
-                          f"submitted under the id {result.student_id!r} but written by the OS user(s) "
+                          f"submitted under the id {student_id!r} but written by the OS user(s) "
                           f"{', '.join(prov.owners)}",
-                          f"这份以学号 {result.student_id} 提交的作业由系统用户 {', '.join(prov.owners)} 写入，"
+                          f"这份以学号 {student_id} 提交的作业由系统用户 {', '.join(prov.owners)} 写入，"
                           "与学号不符；成绩待老师核实"))
 
     submitted, source = student_ts, "timestamp.txt" if student_ts else "none"
@@ -223,13 +237,12 @@ def assess(result: SubmissionResult, folder: Path | None, notebook: Path | None,
     due_with_extension = due + extension if due is not None and extension else due
     seconds_late = max(0.0, (submitted - due_with_extension).total_seconds()) \
         if submitted is not None and due_with_extension is not None else 0.0
-    penalty = settings.policy.penalty(result.score, result.max_score, seconds_late)
     return HandIn(
         submitted_at=_iso(submitted), time_source=source, student_timestamp=_iso(student_ts),
         observed_at=_iso(prov.observed_at) if prov else None,
         submitter=", ".join(prov.owners) if prov else None, inbound=prov.folder.name if prov else None,
         due=_iso(due_with_extension), extension_seconds=extension.total_seconds() if extension else 0.0,
-        seconds_late=seconds_late, penalty=penalty, policy=settings.policy.describe(),
+        seconds_late=seconds_late, penalty=0.0, policy=settings.policy.describe(),
         policy_zh=settings.policy.describe_zh(), flags=flags,
     )
 

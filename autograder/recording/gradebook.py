@@ -4,12 +4,13 @@ Each part's score becomes the auto score of its grade cell; students, the assign
 and its cells, and the submission are created as needed. The notebook's cells are what `nbgrader
 generate_assignment` stores (its SaveCells step: grade, solution and source cells of the release
 notebook, with checksums), so nbgrader's own `autograde`, `generate_feedback` and formgrader accept
-the gradebook. The scores of one submission are written in one transaction (all or nothing), and
-writing them again changes nothing (idempotent). A manual score or comment set in formgrader is
+the gradebook. The scores of one submission are written in one transaction (all or nothing), or many
+submissions' in one (`batch`: what a grading run does), and writing them again changes nothing (idempotent). A manual score or comment set in formgrader is
 never touched: it hides the auto score, so an instructor's override survives a regrade; a written
 answer has no auto score (as nbgrader has it) and waits for the instructor's.
 """
 
+import contextlib
 import functools
 import os
 import subprocess
@@ -69,6 +70,28 @@ class CourseGradebook:
 
     def close(self) -> None:
         self.gb.close()
+
+    @contextlib.contextmanager
+    def batch(self):
+        """Inside, every write joins one transaction, ended by `commit()` (durable: SQLite syncs it) or `rollback()`;
+        what is still open when the block ends is rolled back. nbgrader's own methods (add_student, add_submission,
+        update_or_create_*) commit on their own: inside, their commits only flush."""
+        session = self.gb.db()
+        session.commit = session.flush
+        try:
+            yield self
+        finally:
+            del session.commit
+            self.rollback()
+
+    def commit(self) -> None:
+        session = self.gb.db()
+        type(session).commit(session)
+
+    def rollback(self) -> None:
+        """Undo the open transaction; what it had made (an assignment's cells) is made again when next needed."""
+        self.gb.db.rollback()
+        self._prepared.clear()
 
     def __enter__(self):
         return self
@@ -158,8 +181,9 @@ class CourseGradebook:
                 return gb.add_submission(assignment.id, student_id)
 
     def record(self, result: SubmissionResult, assignment: Assignment) -> dict[str, float | None]:
-        """Write one submission's part scores as auto scores, all in one transaction. Returns the auto scores it
-        replaced (grade_id -> the gradebook's value before) where they differed from ours."""
+        """Write one submission's part scores as auto scores, all in one transaction (inside `batch`: in the batch's,
+        and a failure rolls the batch back). Returns the auto scores it replaced (grade_id -> the gradebook's value
+        before) where they differed from ours."""
         gb, notebook = self.gb, assignment.source.stem
         submission = self._submission(assignment, result.student_id)
         scores = {p.grade_id: p.auto_score for p in result.parts}
@@ -182,7 +206,7 @@ class CourseGradebook:
                     grade.needs_manual_grade = needs
             gb.db.commit()
         except BaseException:
-            gb.db.rollback()
+            self.rollback()
             raise
         return replaced
 
@@ -190,22 +214,51 @@ class CourseGradebook:
         """grade_id -> (the manual score, the instructor's comments) given in formgrader, for the parts that have
         either. formgrader comments on solution cells: a part's are those on its answer cells (a written answer's
         solution cell is its grade cell)."""
-        try:
-            submission = self.gb.find_submission(assignment.id, student_id)
-        except MissingEntry:
-            return {}
-        notebook = next((nb for nb in submission.notebooks if nb.name == assignment.source.stem), None)
-        if notebook is None:
-            return {}
-        scores = {g.name: g.manual_score for g in notebook.grades}
-        comments = {c.name: c.manual_comment.strip() for c in notebook.comments if (c.manual_comment or "").strip()}
+        return self.class_manual_grades(assignment, [student_id]).get(student_id, {})
+
+    def class_manual_grades(self, assignment: Assignment, student_ids=None) -> dict[str, dict]:
+        """student id -> `manual_grades` of that student, for every student of the assignment (or `student_ids`)
+        with any, in two queries (one per submission costs about 20 ms)."""
+        from nbgrader.api import Assignment as GradebookAssignment, BaseCell, Notebook, SubmittedAssignment, SubmittedNotebook
+
+        def rows(model, value):
+            query = (self.gb.db.query(SubmittedAssignment.student_id, BaseCell.name, value)
+                     .join(SubmittedNotebook, model.notebook_id == SubmittedNotebook.id)
+                     .join(SubmittedAssignment, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
+                     .join(GradebookAssignment, SubmittedAssignment.assignment_id == GradebookAssignment.id)
+                     .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
+                     .join(BaseCell, model.cell_id == BaseCell.id)
+                     .filter(GradebookAssignment.name == assignment.id, Notebook.name == assignment.source.stem,
+                             value.isnot(None)))
+            if student_ids is not None:
+                query = query.filter(SubmittedAssignment.student_id.in_(list(student_ids)))
+            return query.all()
+
+        scores: dict[str, dict[str, float]] = {}
+        comments: dict[str, dict[str, str]] = {}
+        for student, cell, score in rows(Grade, Grade.manual_score):
+            scores.setdefault(student, {})[cell] = score
+        for student, cell, text in rows(Comment, Comment.manual_comment):
+            if text.strip():
+                comments.setdefault(student, {})[cell] = text.strip()
         found = {}
-        for part in assignment.parts:
-            cells = dict.fromkeys([*part.answer_cells, part.grade_id])
-            comment = "\n\n".join(comments[c] for c in cells if c in comments)
-            if scores.get(part.grade_id) is not None or comment:
-                found[part.grade_id] = (scores.get(part.grade_id), comment)
+        for student in set(scores) | set(comments):
+            theirs, said = scores.get(student, {}), comments.get(student, {})
+            for part in assignment.parts:
+                cells = dict.fromkeys([*part.answer_cells, part.grade_id])
+                comment = "\n\n".join(said[c] for c in cells if c in said)
+                if theirs.get(part.grade_id) is not None or comment:
+                    found.setdefault(student, {})[part.grade_id] = (theirs.get(part.grade_id), comment)
         return found
+
+    def class_extensions(self, assignment_id: str) -> dict[str, timedelta]:
+        """student id -> the extension the gradebook holds for the assignment (the students that have one)."""
+        from nbgrader.api import Assignment as GradebookAssignment, SubmittedAssignment
+
+        query = (self.gb.db.query(SubmittedAssignment.student_id, SubmittedAssignment.extension)
+                 .join(GradebookAssignment, SubmittedAssignment.assignment_id == GradebookAssignment.id)
+                 .filter(GradebookAssignment.name == assignment_id, SubmittedAssignment.extension.isnot(None)))
+        return dict(query.all())
 
     def _record_handin(self, result: SubmissionResult, assignment: Assignment, submission) -> None:
         from autograder.intake.handin import from_iso

@@ -65,6 +65,13 @@ def notebook_digest(path: Path) -> str:
 _NOTEBOOK_SHA256, _CACHE_KEY = "notebook_sha256", "cache_key"
 
 
+def encode_result(result: SubmissionResult, digest: str | None, cache_key: str | None) -> str:
+    """A result file's text: the result, the notebook's digest and the cache key it was graded under."""
+    data = safe_tree(result.to_dict())  # whatever text a submission left in it, the file is valid UTF-8 JSON
+    data[_NOTEBOOK_SHA256], data[_CACHE_KEY] = digest, cache_key
+    return json.dumps(data, ensure_ascii=False, indent=1)
+
+
 @dataclass
 class StoredResult:
     result: SubmissionResult
@@ -82,10 +89,11 @@ class ResultStore:
         return self.root / safe_name(student_id) / f"{assignment_id}.json"
 
     def save(self, result: SubmissionResult, digest: str | None = None, cache_key: str | None = None) -> None:
-        data = result.to_dict()
-        data = safe_tree(data)  # whatever text a submission left in it, the file is valid UTF-8 JSON
-        data[_NOTEBOOK_SHA256], data[_CACHE_KEY] = digest, cache_key
-        atomic_write(self.path(result.student_id, result.assignment_id), json.dumps(data, ensure_ascii=False, indent=1))
+        self.save_encoded(result, encode_result(result, digest, cache_key))
+
+    def save_encoded(self, result: SubmissionResult, text: str) -> None:
+        """The result file as `encode_result` made it (perhaps in a worker), for `result`'s student and assignment."""
+        atomic_write(self.path(result.student_id, result.assignment_id), text)
 
     def load(self, student_id: str, assignment_id: str) -> StoredResult | None:
         path = self.path(student_id, assignment_id)

@@ -8,11 +8,12 @@ from autograder.recording.outputs import atomic_write, nbgrader_folder_name, saf
 from autograder.recording.results import FLAG_IDENTITY, SubmissionResult
 
 
-def write_report(out: Path, result: SubmissionResult) -> str:
-    """The student's report under OUT/reports/; returns its HTML (the feedback is the same page)."""
+def write_report(out: Path, result: SubmissionResult, html: str | None = None) -> str:
+    """The student's report under OUT/reports/ (`html`: as rendered elsewhere, e.g. in a worker); returns its HTML
+    (the feedback is the same page)."""
     from autograder.reporting.student_page import render_report
 
-    html = render_report(result)
+    html = render_report(result) if html is None else html
     atomic_write(out / "reports" / safe_name(result.student_id) / f"{result.assignment_id}.html", html, durable=False)
     return html
 

@@ -6,7 +6,11 @@
 
 Every executor runs the same function on each submission (autograder.running.worker over
 engine.grade_batch), so the results are identical; `on_result` is called in this process, one
-result at a time, in the order they finish (the caller records them durably).
+result at a time, in the order they finish (the caller records them durably): `on_result(result)`, or
+`on_result(result, rendered)` for a submission that carries its recording facts (autograder.recording.rendered:
+the worker finished the result and rendered its files; not when that failed there), and `heartbeat`, if given, at
+least every HEARTBEAT seconds while local workers grade (with Dask: as each task ends) so that the caller can
+commit what it holds.
 """
 
 import json
@@ -18,7 +22,7 @@ import sys
 import tempfile
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from typing import TYPE_CHECKING
 
@@ -34,6 +38,7 @@ WORKER_COMMAND = [sys.executable, "-m", "autograder.running.worker"]  # + JOBS_F
 WORKER_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 IN_FLIGHT = 2  # jobs queued per local worker: the next is ready while this process records the last
 MAX_ATTEMPTS = 2  # a submission whose worker process died under it is tried once more, alone, on a fresh worker
+HEARTBEAT = 0.25  # seconds between heartbeats while waiting for local workers
 
 
 class ExecutorError(Exception):
@@ -59,21 +64,47 @@ def in_process(executor: Executor, count: int) -> bool:
 
 def run_submissions(submissions: "list[Submission]", options: "GradingOptions",
                     on_result: Callable[[SubmissionResult], None], executor: Executor,
-                    grader: "Grader | None" = None) -> None:
+                    grader: "Grader | None" = None, heartbeat: Callable[[], None] | None = None) -> None:
     """Grade `submissions` where `executor` says; `grader`: this process's, made early (its sandbox parent warms
     up meanwhile), used when the grading happens here."""
     if not submissions:
         return
     if executor.kind == "dask":
-        return _run_dask(submissions, options, on_result, executor)
+        return _run_dask(submissions, options, on_result, executor, heartbeat)
     if executor.kind != "local":
         raise ExecutorError(f"unknown executor {executor.kind!r}; choose local or dask")
     if in_process(executor, len(submissions)):
         from autograder.engine import grade_batch
 
-        grade_batch(submissions, options, on_result, grader=grader)
+        queued = iter(submissions)  # grade_batch gives one result per submission, in order
+        grade_batch(submissions, options, lambda result: deliver(on_result, result, next(queued).recording),
+                    grader=grader)
         return
-    _run_local(submissions, options, on_result, executor)
+    _run_local(submissions, options, on_result, executor, heartbeat)
+
+
+def finished(result: SubmissionResult, recording: dict | None) -> dict | None:
+    """Where the result was graded: finish it with its recording facts and render its files (a dict of
+    autograder.recording.rendered.Rendered); None when it has none, or when that fails (the run does it then)."""
+    if recording is None:
+        return None
+    from autograder.recording.rendered import RecordingFacts, finish
+
+    try:
+        return asdict(finish(result, RecordingFacts.from_dict(recording)))
+    except Exception:  # the run finishes and renders it itself, and records what goes wrong as its failure
+        return None
+
+
+def deliver(on_result: Callable, result: SubmissionResult, recording: dict | None = None,
+            rendered: dict | None = None) -> None:
+    """`on_result` with the files rendered for the result, if any (rendered here when `recording` is given)."""
+    if rendered is None and recording is not None:
+        rendered = finished(result, recording)
+    if rendered is None:
+        on_result(result)
+    else:
+        on_result(result, rendered)
 
 
 # --- local worker processes ---------------------------------------------------------------------------
@@ -136,7 +167,8 @@ class _Worker:
 
 
 def _run_local(submissions: "list[Submission]", options: "GradingOptions",
-               on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
+               on_result: Callable[[SubmissionResult], None], executor: Executor,
+               heartbeat: Callable[[], None] | None = None) -> None:
     """Stream the submissions to worker processes. A worker says which job it has started: when it dies, only
     that job is suspected. It is tried once more, alone, on a fresh worker, and then recorded as an error of
     ours (never kept in the regrade cache); the jobs it held but had not started go back to the queue as they
@@ -156,7 +188,7 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
         worker.pending.append(i)  # if it cannot be sent, the worker is gone: its death puts the job back
         try:
             worker.send(json.dumps({"i": i, "notebook": str(s.notebook), "assignment_id": s.assignment_id,
-                                    "student_id": s.student_id}))
+                                    "student_id": s.student_id, "recording": s.recording}))
         except BrokenPipeError:
             worker.finish()
 
@@ -208,7 +240,10 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
         for _ in range(min(executor.workers, len(submissions))):
             start()
         while selector.get_map():
-            for key, _ in selector.select():
+            ready = selector.select(timeout=HEARTBEAT if heartbeat else None)
+            if heartbeat:
+                heartbeat()
+            for key, _ in ready:
                 worker: _Worker = key.data
                 messages = worker.messages()
                 if messages is None:  # the worker is gone
@@ -219,7 +254,8 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
                         worker.results_seen += 1
                         if message.get("i") in worker.pending:
                             worker.pending.remove(message["i"])
-                        on_result(sanitize_record(SubmissionResult.from_dict(message["result"])))
+                        deliver(on_result, sanitize_record(SubmissionResult.from_dict(message["result"])),
+                                rendered=message.get("rendered"))
                     elif message.get("op") == "started":
                         worker.started = message.get("i")
                     elif message.get("op") == "done":
@@ -266,7 +302,8 @@ def _worker_died(submission: "Submission", options: "GradingOptions", code: int 
 
 
 def _run_dask(submissions: "list[Submission]", options: "GradingOptions",
-              on_result: Callable[[SubmissionResult], None], executor: Executor) -> None:
+              on_result: Callable[[SubmissionResult], None], executor: Executor,
+              heartbeat: Callable[[], None] | None = None) -> None:
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:
@@ -304,8 +341,11 @@ def _run_dask(submissions: "list[Submission]", options: "GradingOptions",
                                                f"the Dask task failed: {type(exc).__name__}"))
                     continue
                 usage[done["usage"].get("pid")] = done["usage"]
-                for data in done["results"]:
-                    on_result(sanitize_record(SubmissionResult.from_dict(data)))
+                for data, rendered in zip(done["results"], done.get("rendered") or [None] * len(done["results"]),
+                                          strict=True):
+                    deliver(on_result, sanitize_record(SubmissionResult.from_dict(data)), rendered=rendered)
+                if heartbeat:
+                    heartbeat()
             executor.usage.extend(usage.values())
     finally:
         if cluster is not None:
@@ -321,4 +361,5 @@ def _job(submission: "Submission") -> dict:
     except UnreadableNotebook:
         content = None  # a link, a special file, too big: the worker sees an unopenable file, as here
     return {"notebook": str(submission.notebook), "name": submission.notebook.name, "content": content,
-            "assignment_id": submission.assignment_id, "student_id": submission.student_id}
+            "assignment_id": submission.assignment_id, "student_id": submission.student_id,
+            "recording": submission.recording}

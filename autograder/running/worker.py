@@ -3,8 +3,9 @@ warm sandbox parent. The executors (autograder.running.executors) start these, l
 
 Local: `python -m autograder.running.worker JOBS_FD RESULTS_FD`. The first line on JOBS_FD is the run's
 settings ({"options": ..., "assignment_ids": [...]}), each further line one job ({"i", "notebook",
-"assignment_id", "student_id"}); end of file ends the batch. When the worker starts a job it says so
-({"op": "started", "i"}); each result goes back on RESULTS_FD as one JSON line ({"i", "result"}), and
+"assignment_id", "student_id", "recording"}); end of file ends the batch. When the worker starts a job it says so
+({"op": "started", "i"}); each result goes back on RESULTS_FD as one JSON line ({"i", "result", and "rendered": its
+files, when the job carried its recording facts: autograder.recording.rendered}), and
 at the end {"op": "done", ...usage}. The worker's stdout stays
 free for whatever pytest or a check prints.
 """
@@ -19,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from autograder.engine import Grader, GradingOptions, Submission, grade_batch
+from autograder.running.executors import finished
 from autograder.recording.results import SubmissionResult
 from autograder.running.sandbox.process import Limits
 
@@ -61,7 +63,7 @@ def serve(jobs_fd: int, results_fd: int) -> int:
 
     settings = json.loads(jobs.readline())
     options = options_from_payload(settings["options"])
-    indices = []
+    indices, recordings = [], {}
 
     def stream():
         for line in jobs:
@@ -69,11 +71,14 @@ def serve(jobs_fd: int, results_fd: int) -> int:
                 return
             job = json.loads(line)
             indices.append(job["i"])
+            recordings[job["i"]] = job.get("recording")
             send({"op": "started", "i": job["i"]})  # if this process dies now, this job is the one to blame
             yield Submission(Path(job["notebook"]), job["assignment_id"], job["student_id"])
 
     def on_result(result: SubmissionResult) -> None:
-        send({"i": indices.pop(0), "result": result.to_dict()})
+        i = indices.pop(0)
+        rendered = finished(result, recordings.pop(i, None))  # before to_dict: it finishes the result
+        send({"i": i, "result": result.to_dict(), **({"rendered": rendered} if rendered is not None else {})})
 
     grader = Grader(options)
     try:
@@ -96,7 +101,8 @@ _GRADERS: dict[str, Grader] = {}  # per worker process: the warm sandbox parent 
 def grade_chunk(jobs: list[dict], payload: dict) -> dict:
     """A Dask task: grade a few submissions whose notebooks travel with the task (no shared file system needed).
 
-    Returns {"results": [SubmissionResult as dict, ...], "usage": {...}} in the order of `jobs`.
+    Returns {"results": [SubmissionResult as dict, ...], "rendered": [its files or None, ...], "usage": {...}} in
+    the order of `jobs`.
     """
     key = json.dumps(payload, sort_keys=True)
     options = options_from_payload(payload)
@@ -114,11 +120,13 @@ def grade_chunk(jobs: list[dict], payload: dict) -> dict:
                 path.write_bytes(job["content"])
             submissions.append(Submission(path, job["assignment_id"], job["student_id"]))
         results = grade_batch(submissions, options, grader=grader)
-    out = []
+    out, rendered = [], []
     for job, result in zip(jobs, results, strict=True):
         result.notebook = job["notebook"]
+        rendered.append(finished(result, job.get("recording")))  # before asdict: it finishes the result
         out.append(asdict(result))
-    return {"results": out, "usage": {**usage(), **(grader.zygote.usage() if grader.zygote else {})}}
+    return {"results": out, "rendered": rendered,
+            "usage": {**usage(), **(grader.zygote.usage() if grader.zygote else {})}}
 
 
 if __name__ == "__main__":

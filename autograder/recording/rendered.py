@@ -1,0 +1,83 @@
+"""A result finished and rendered where it was graded: the run's facts travel with the job, the files come back as text.
+
+Before a submission is sent to a worker, the run reads what its record needs from the gradebook and the
+submission's folder (`RecordingFacts`: the instructor's grades, the hand-in but its penalty, the late policy,
+the notebook's digest and the cache key). The worker applies them to its result exactly as the run would
+(`finish`) and renders the student's report and the result file (`Rendered`), so that this process only checks
+their shape (`checked`) and writes them, in order, after the gradebook transaction (autograder.recording.batch).
+A worker's files are as trusted as its results are: student code runs in sandboxes inside it, never in it.
+"""
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from autograder.intake.handin import with_penalty
+from autograder.intake.late import LatePolicy
+from autograder.intake.validate import sanitize_record
+from autograder.recording.outputs import encode_result
+from autograder.recording.results import HandIn, SubmissionResult
+
+MAX_REPORT_CHARS = 20_000_000  # a report bigger than this is not one of ours: the run renders it itself
+
+
+@dataclass
+class RecordingFacts:
+    manual_grades: dict[str, tuple[float | None, str]] = field(default_factory=dict)  # from formgrader
+    handin: HandIn | None = None  # without its penalty
+    policy: LatePolicy | None = None  # the penalty's policy (None: the hand-in has no penalty to compute)
+    digest: str | None = None  # the notebook's sha256, as the result file keeps it
+    cache_key: str | None = None  # what it is graded under (autograder.recording.cache)
+
+    def to_dict(self) -> dict:
+        return {"manual_grades": {k: list(v) for k, v in self.manual_grades.items()},
+                "handin": asdict(self.handin) if self.handin is not None else None,
+                "policy": asdict(self.policy) if self.policy is not None else None,
+                "digest": self.digest, "cache_key": self.cache_key}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RecordingFacts":
+        return cls({k: (v[0], v[1]) for k, v in data["manual_grades"].items()},
+                   HandIn.from_dict(data["handin"]) if data["handin"] is not None else None,
+                   LatePolicy(**data["policy"]) if data["policy"] is not None else None,
+                   data["digest"], data["cache_key"])
+
+
+@dataclass
+class Rendered:
+    report: str  # the student's page (also the nbgrader feedback page)
+    result_file: str  # OUT/results/<student>/<assignment>.json
+
+
+def finish(result: SubmissionResult, facts: RecordingFacts) -> Rendered:
+    """Make `result` final as the run does (sanitised, the instructor's grades, the hand-in with its penalty) and
+    render its files."""
+    from autograder.reporting.student_page import render_report
+
+    sanitize_record(result)
+    # the instructor's grades first: they are part of the raw score the penalty is of
+    result.apply_manual_grades(facts.manual_grades)
+    handin = HandIn.from_dict(asdict(facts.handin)) if facts.handin is not None else None  # the facts stay as sent
+    if handin is not None and facts.policy is not None:
+        handin = with_penalty(handin, facts.policy, result.score, result.max_score)
+    result.handin = handin
+    return Rendered(render_report(result),
+                    encode_result(result, facts.digest, None if result.infrastructure_error else facts.cache_key))
+
+
+def checked(rendered, result: SubmissionResult, digest: str | None, cache_key: str | None) -> Rendered | None:
+    """`rendered` as a worker sent it (a Rendered or its dict) if it has the shape of `result`'s files: text, its
+    student and assignment, the digest and cache key this run sent; else None (the run renders them itself)."""
+    if isinstance(rendered, dict):
+        rendered = Rendered(rendered.get("report"), rendered.get("result_file"))
+    if not isinstance(rendered, Rendered) or not isinstance(rendered.report, str) \
+            or not isinstance(rendered.result_file, str) or len(rendered.report) > MAX_REPORT_CHARS:
+        return None
+    try:
+        data = json.loads(rendered.result_file)
+    except (ValueError, RecursionError):
+        return None
+    expected = {"student_id": result.student_id, "assignment_id": result.assignment_id, "score": result.score,
+                "notebook_sha256": digest, "cache_key": None if result.infrastructure_error else cache_key}
+    if not isinstance(data, dict) or any(data.get(k) != v for k, v in expected.items()):
+        return None
+    return rendered
