@@ -209,7 +209,7 @@ def run_pytest(plugin: GradingPlugin, assignment_ids: list[str]) -> None:
     """Collect the check modules of `assignment_ids` and hand the run loop to `plugin`."""
     paths = [str(check_module(a)) for a in assignment_ids]
     args = [
-        *paths, "-s", "-p", "no:terminal", "-p", "no:cacheprovider",
+        *paths, "-s", "-p", "no:terminal", "-p", "no:cacheprovider", "-p", "no:logging",
         "--rootdir", str(CHECKS_DIR), "-c", os.devnull, "-o", "addopts=",
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
     ]

@@ -125,8 +125,8 @@ class Sandbox:
             if fd is not None:
                 os.close(fd)
         self._requests = self._replies = None
-        if self.lease is not None:
-            self.lease.release()  # kills whatever is left under the uid (double-forked daemons)
+        if self.lease is not None:  # kills whatever is left under the uid (double-forked daemons)
+            self.lease.release_in_background()
             self.lease = None
         if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)

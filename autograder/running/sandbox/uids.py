@@ -9,6 +9,7 @@ running under it is killed on acquire and on release.
 import fcntl
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -57,6 +58,7 @@ def kill_all(uid: int, attempts: int = 50) -> None:
     if uid == 0:
         raise ValueError("refusing to kill the processes of root")
     zombie_deadline = None
+    passes = 0
     while True:
         tasks = _tasks_of(uid)
         live = [pid for pid, zombie in tasks if not zombie]
@@ -73,7 +75,9 @@ def kill_all(uid: int, attempts: int = 50) -> None:
                 return
         else:
             return
-        time.sleep(0.01)
+        # a killed sandbox is usually reaped within a millisecond or two: look again soon, then every 10 ms
+        time.sleep(min(0.01, 0.0005 * 2 ** passes))
+        passes += 1
 
 
 class UidLease:
@@ -87,6 +91,33 @@ class UidLease:
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
         self._lock_fd = None
+
+    def release_in_background(self) -> None:
+        """`release` on a thread of this process: the uid stays locked (acquire skips it) until every process of
+        it is gone, while the grader goes on with the next submission (a killed sandbox of a few hundred MiB takes
+        some 20 ms to die). `wait_for_releases` waits for all of them."""
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is None:
+            return
+        lease = UidLease(self.uid, fd)
+        thread = threading.Thread(target=lease.release, name=f"release-uid-{self.uid}", daemon=False)
+        with _releasing_lock:
+            _releasing.append(thread)
+            _releasing[:] = [t for t in _releasing if t.is_alive() or t is thread]
+        thread.start()
+
+
+_releasing: list[threading.Thread] = []
+_releasing_lock = threading.Lock()
+
+
+def wait_for_releases() -> None:
+    """Every uid released in the background is empty and unlocked (a worker calls this before it exits)."""
+    with _releasing_lock:
+        pending = list(_releasing)
+        _releasing.clear()
+    for thread in pending:
+        thread.join()
 
 
 def acquire() -> UidLease:

@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 
+from autograder.running.sandbox import uids
 from autograder.running.sandbox.environment import SandboxEnvironment
 from autograder.running.sandbox.tiers import ZYGOTE_COMMANDS, LaunchSpec
 
@@ -99,6 +100,7 @@ class Zygote:
         if self.home:
             shutil.rmtree(self.home, ignore_errors=True)
             self.home = None
+        uids.wait_for_releases()  # the uids its sandboxes had are empty and unlocked
 
     def errors(self) -> str:
         try:
