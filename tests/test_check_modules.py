@@ -243,3 +243,20 @@ def test_every_catalogued_mistake_has_a_short_chinese_title(assignment_id):
     for name, variant in variants_of(assignment_id).items():
         assert variant.title and len(variant.title) <= 30, name
         assert any("\u4e00" <= ch <= "\u9fff" for ch in variant.title), name
+
+
+def test_run_reference_gives_the_gradients_of_an_explicit_backward():
+    """run_reference backpropagates sum(out * g) (no explicit grad tensors): bit for bit what backward(out, g) gives."""
+    import torch
+
+    from autograder.checks import run_reference
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 4)).double()
+    x, g = torch.randn(3, 6, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    got = run_reference(module, (x,), grad_outputs=[g], requires_grad=[0])
+    module.zero_grad(set_to_none=True)
+    x2 = x.clone().requires_grad_(True)
+    torch.autograd.backward([module(x2)], [g])
+    assert torch.equal(got["input_grads"][0], x2.grad)
+    assert all(torch.equal(got["param_grads"][n], p.grad) for n, p in module.named_parameters())
