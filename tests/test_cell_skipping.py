@@ -3,7 +3,6 @@ every tagged cell of every reference notebook is inert."""
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +52,8 @@ def test_locals_and_parameters_are_not_the_notebook_s_names():
     "print(globals()['demo'])", "exec('print(demo)')", "eval('demo')", "import __main__\nprint(__main__.demo)",
     "import sys\nprint(sys.modules['__main__'])", "print(vars())", "print(dir())",
     "def f():\n    pass\nprint(f.__globals__)", "print(getattr(object(), '__class__'))",
+    "import operator\ndef f():\n    pass\nprint(operator.attrgetter('__glo' + 'bals__')(f))",
+    "try:\n    1 / 0\nexcept Exception as e:\n    print(e.__traceback__.tb_frame)",
 ])
 def test_a_cell_that_reaches_names_dynamically_keeps_every_cell(dynamic):
     assert cells_to_skip(["demo = 3", dynamic], [True, False]) == set()
@@ -137,7 +138,9 @@ def test_tagged_cells_define_nothing_an_untagged_cell_or_a_check_reads(assignmen
     assert prepare(assignment.source, assignment).skipped == sorted(tagged)
 
 
-INERTNESS = r'''
+# Runs a notebook's code cells in order, as nbgrader does (grade cells aside), in a fresh process; prints JSON:
+# the tagged cells' traces and, with a second argument, the repr of that notebook-level name at the end.
+RUN_CELLS = r'''
 import io, contextlib, json, os, random, sys
 import numpy, torch, nbformat
 os.environ["JUPYTERHUB_USER"] = "alice"
@@ -181,16 +184,20 @@ for i, cell in enumerate(nb.cells):
         for k, (ident, fp) in names.items():  # a rebound name is the static test's affair (is it read later?)
             if k in ns and id(ns[k]) == ident and fingerprint(ns[k]) != fp:
                 problems.append(f"cell {i} changes {k} in place")
-print(json.dumps(problems))
+print(json.dumps({"problems": problems, "value": repr(ns[sys.argv[2]]) if len(sys.argv) > 2 else None}))
 '''
 
 
-def _inertness(notebook: Path) -> list[str]:
+def _run_cells(notebook: Path, name: str | None = None) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", INERTNESS, str(notebook)], capture_output=True, text=True,
-                         env=env, timeout=300, cwd=REPO_ROOT)
+    out = subprocess.run([sys.executable, "-c", RUN_CELLS, str(notebook), *([name] if name else [])],
+                         capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _inertness(notebook: Path) -> list[str]:
+    return _run_cells(notebook)["problems"]
 
 
 @pytest.mark.slow
@@ -221,19 +228,7 @@ DRAW_CELL = "_draw = torch.randn(1).item()  # my own cell, after the demos: a dr
 
 def _expected_value(notebook: Path, name: str) -> float:
     """What the notebook-level `name` is when every cell runs in order (as nbgrader runs them)."""
-    script = ("import io, contextlib, os, sys, nbformat\nos.environ['JUPYTERHUB_USER'] = 'alice'\n"
-              "os.environ['MPLBACKEND'] = 'Agg'\nfrom autograder.intake.reading import neutralise_magics\n"
-              "nb = nbformat.read(sys.argv[1], as_version=4)\nns = {'__name__': '__main__'}\n"
-              "for c in nb.cells:\n"
-              "    if c.cell_type == 'code' and not c.metadata.get('nbgrader', {}).get('grade'):\n"
-              "        with contextlib.redirect_stdout(io.StringIO()):\n"
-              "            exec(compile(neutralise_magics(c.source), 'cell', 'exec'), ns)\n"
-              "print(repr(ns[sys.argv[2]]))")
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", script, str(notebook), name], capture_output=True, text=True,
-                         env=env, timeout=300, cwd=REPO_ROOT)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return float(out.stdout.strip().splitlines()[-1])
+    return float(_run_cells(notebook, name)["value"])
 
 
 @pytest.mark.slow

@@ -25,7 +25,8 @@ import symtable
 DYNAMIC = frozenset({
     "globals", "locals", "vars", "dir", "exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr",
     "__getattribute__", "__globals__", "__builtins__", "builtins", "__dict__", "__main__", "get_ipython",
-    "importlib", "inspect", "sys", "_getframe", "f_globals", "f_locals", "runpy", "ctypes", "gc", "pickle", "dill",
+    "importlib", "inspect", "sys", "_getframe", "f_globals", "f_locals", "f_back", "tb_frame", "gi_frame",
+    "cr_frame", "__traceback__", "operator", "attrgetter", "methodcaller", "runpy", "ctypes", "gc", "pickle", "dill",
     "shelve", "code",
 })
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
