@@ -77,6 +77,20 @@ def graded_course(tmp_path_factory):
     return course, result.output
 
 
+
+def stored_identities(root: Path) -> list[str]:
+    """What each result file in root/out says, as "identical results" compares it (no digests, keys or timings)."""
+    return sorted(json.dumps(SubmissionResult.from_dict(
+        {k: v for k, v in json.loads(p.read_text()).items() if k not in ("notebook_sha256", "cache_key")}).identity(),
+        sort_keys=True) for p in (root / "out" / "results").glob("*/*.json"))
+
+
+def nbgrader_export(root: Path) -> list[tuple[str, str]]:
+    """(student, score) rows of `nbgrader export` in the course at `root`."""
+    done = run_nbgrader(["export", "--to", str(root / "export.csv")], cwd=root)
+    assert done.returncode == 0, done.stderr
+    return sorted((r["student_id"], r["score"]) for r in csv.DictReader(open(root / "export.csv")))
+
 def test_results_json_lists_every_submission_and_check(graded_course):
     course, output = graded_course
     rows = json.loads((course / "out" / "results.json").read_text())
@@ -192,19 +206,9 @@ def test_resume_after_kill_9_gives_identical_results_and_gradebook(tmp_path):
     full = subprocess.run([a.replace(str(course), str(clean)) for a in args], env=env, capture_output=True, text=True)
     assert full.returncode == 0, full.stderr[-2000:]
 
-    def identities(root):
-        return sorted((json.dumps(SubmissionResult.from_dict(
-            {k: v for k, v in json.loads(p.read_text()).items() if k not in ("notebook_sha256", "cache_key")}).identity(), sort_keys=True))
-            for p in (root / "out" / "results").glob("*/*.json"))
-
-    assert identities(course) == identities(clean)
+    assert stored_identities(course) == stored_identities(clean)
     assert gradebook_rows(course / "gradebook.db") == gradebook_rows(clean / "gradebook.db") == (9, 0)
-    exports = []
-    for root in (course, clean):
-        done = run_nbgrader(["export", "--to", str(root / "export.csv")], cwd=root)
-        assert done.returncode == 0, done.stderr
-        exports.append(sorted((r["student_id"], r["score"]) for r in csv.DictReader(open(root / "export.csv"))))
-    assert exports[0] == exports[1]
+    assert nbgrader_export(course) == nbgrader_export(clean)
     assert os.listdir(ctx.marker_dir) == [] and live_children(os.getpid()) == children
     assert leftover_pool_processes() == {}
 
@@ -252,19 +256,9 @@ def test_a_kill_9_between_a_commit_and_its_result_files_loses_and_duplicates_not
                           env=env, capture_output=True, text=True)
     assert full.returncode == 0, full.stderr[-2000:]
 
-    def identities(root):
-        return sorted(json.dumps(SubmissionResult.from_dict(
-            {k: v for k, v in json.loads(p.read_text()).items() if k not in ("notebook_sha256", "cache_key")}).identity(),
-            sort_keys=True) for p in (root / "out" / "results").glob("*/*.json"))
-
-    assert identities(course) == identities(clean) and len(identities(course)) == 5
+    assert stored_identities(course) == stored_identities(clean) and len(stored_identities(course)) == 5
     assert gradebook_rows(course / "gradebook.db") == gradebook_rows(clean / "gradebook.db") == (5, 0)
-    exports = []
-    for root in (course, clean):
-        done = run_nbgrader(["export", "--to", str(root / "export.csv")], cwd=root)
-        assert done.returncode == 0, done.stderr
-        exports.append(sorted((r["student_id"], r["score"]) for r in csv.DictReader(open(root / "export.csv"))))
-    assert exports[0] == exports[1]
+    assert nbgrader_export(course) == nbgrader_export(clean)
 
 
 def test_report_rerenders_from_stored_results_without_grading(graded_course, monkeypatch):
