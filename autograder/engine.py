@@ -164,12 +164,39 @@ class Grader:
         return sanitize_record(result)
 
     def _grade(self, submission: Submission, assignment: Assignment, run_checks) -> SubmissionResult:
+        """Read (within the submission's budget, which starts here), run, check, score. A result graded with the
+        unchanged demo cells skipped is kept only when every cell that ran succeeded and every check passed;
+        otherwise the submission is graded again with every cell, within what is left of the same budget, and that
+        result stands (autograder.intake.skipping): skipping costs time, never points."""
         started = time.monotonic()
+        deadline = started + self.options.limits.submission_timeout
         seed = student_seed(self.secret, assignment.id, submission.student_id)
+        try:
+            prepared = prepare(submission.notebook, assignment, self.options.run_all_cells)
+        except UnreadableNotebook as exc:
+            result = failed_result(submission, assignment, self.tier, seed, exc.message)
+            result.seconds = time.monotonic() - started
+            return result
+        timings = {"read": round(time.monotonic() - started, 4)}
+        result, clean = self._attempt(submission, assignment, run_checks, prepared, prepared.cells, prepared.skipped,
+                                      seed, deadline, timings)
+        if prepared.skipped and not clean and time.monotonic() < deadline:
+            timings["skipped_attempt"] = round(sum(v for k, v in timings.items() if k != "read"), 4)
+            for key in [k for k in timings if k not in ("read", "skipped_attempt")]:
+                timings["skipped_" + key] = timings.pop(key)
+            result, _ = self._attempt(submission, assignment, run_checks, prepared, prepared.all_cells, [],
+                                      seed, deadline, timings)
+        result.seconds = time.monotonic() - started
+        return result
+
+    def _attempt(self, submission: Submission, assignment: Assignment, run_checks, prepared, cells: list,
+                 skipped: list[int], seed: int, deadline: float, timings: dict) -> tuple[SubmissionResult, bool]:
+        """One run of `cells` and the checks: the result, and whether it is clean (every cell that ran succeeded,
+        every check passed, the budget not spent)."""
         result = SubmissionResult(
             student_id=submission.student_id, assignment_id=assignment.id, status=STATUS_GRADED, score=0.0,
             max_score=assignment.max_score, tier=self.tier, seed=seed, grader_version=__version__,
-            notebook=str(submission.notebook),
+            notebook=str(submission.notebook), timings=timings,
         )
         clock = time.monotonic()
 
@@ -179,28 +206,21 @@ class Grader:
             result.timings[name] = round(result.timings.get(name, 0.0) + now - clock, 4)
             clock = now
 
-        try:
-            prepared = prepare(submission.notebook, assignment, self.options.run_all_cells)
-        except UnreadableNotebook as exc:
-            result = failed_result(submission, assignment, self.tier, seed, exc.message)
-            result.seconds = time.monotonic() - started
-            return result
-
-        lap("read")
-        run = NotebookRun(self.environment, self.tier, self.options.limits, submission.student_id, prepared.cells,
-                          self.warm_parent())  # a warm parent that cannot start is the grader's failure, not theirs
+        run = NotebookRun(self.environment, self.tier, self.options.limits, submission.student_id, cells,
+                          self.warm_parent(), deadline=deadline)  # a warm parent that cannot start is ours to fix
         try:
             try:
                 result.cells = run.start(on_started=lambda: lap("sandbox_start"))
             except (SandboxGaveUp, SandboxError) as exc:
                 result.cells = run.cell_runs + [CellRun(c.index, c.grade_id, False, "NotRun", str(exc))
-                                                for c in prepared.cells[len(run.cell_runs):]]
+                                                for c in cells[len(run.cell_runs):]]
             lap("cells")
             student = StudentCode(run, submission.student_id, assignment.id, seed, self.options.limits.probe_timeout)
             outcomes = run_checks(CheckContext(student, assignment.id, submission.student_id, seed))
             lap("checks")
             result.hand_answers = typed_answers(student, assignment.id)
-            if run.exhausted:
+            exhausted = run.exhausted
+            if exhausted:
                 result.message = BUDGET_SPENT.format(seconds=self.options.limits.submission_timeout)
         finally:
             run.close()
@@ -210,10 +230,10 @@ class Grader:
         lap("check_bugs")
         result.parts = self._score(assignment, outcomes, prepared, bugs)
         result.written_answers = dict(prepared.written_answers)
-        result.skipped_cells = list(prepared.skipped)
+        result.skipped_cells = list(skipped)
         result.score = sum(p.score for p in result.parts)
-        result.seconds = time.monotonic() - started
-        return result
+        clean = not exhausted and all(c.ok for c in result.cells) and all(o.passed for o in outcomes)
+        return result, clean
 
     def _check_bugs(self, assignment: Assignment, student_id: str, seed: int, names: set[str],
                     run_checks) -> set[str]:

@@ -39,6 +39,7 @@ class CodeCell:
 class PreparedNotebook:
     cells: list[CodeCell]
     skipped: list[int] = field(default_factory=list)  # positions in the notebook of unchanged demo cells not run
+    all_cells: list[CodeCell] = field(default_factory=list)  # every cell that runs when none is skipped
     answer_cells_found: set[str] = field(default_factory=set)
     written_answers: dict[str, str] = field(default_factory=dict)  # markdown answers, for the report
 
@@ -124,6 +125,7 @@ def prepare(path: Path, assignment: Assignment, run_all_cells: bool = False) -> 
             continue
         prepared.cells.append(CodeCell(index, grade_id, neutralise_magics(source[:MAX_CELL_CHARS])))
         raw.append(source)
+    prepared.all_cells = list(prepared.cells)
     if not run_all_cells and assignment.not_for_grading:
         skip = cells_to_skip([c.source for c in prepared.cells], [s in assignment.not_for_grading for s in raw])
         prepared.skipped = [prepared.cells[i].index for i in sorted(skip)]

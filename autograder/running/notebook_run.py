@@ -39,13 +39,15 @@ class NotebookRun:
     student_id: str
     cells: list[CodeCell]
     zygote: Zygote | None = None  # the worker's warm parent (None: each sandbox starts its own)
+    deadline: float | None = None  # time.monotonic() when the submission's budget ends (None: its full budget from now)
 
     def __post_init__(self):
         self.sandbox: Sandbox | None = None
         self.skipped: set[int] = set()  # cells that hung or crashed the process
         self.restarts = 0
         self.cell_runs: list[CellRun] = []
-        self.deadline = time.monotonic() + self.limits.submission_timeout
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.limits.submission_timeout
 
     @property
     def exhausted(self) -> bool:
