@@ -534,10 +534,11 @@ def absorbed_latents(student, weights64, x64, mask):
 
 @check("mla_bonus", points=1)
 def test_absorbed_latent_queries_float64(student, weights64, x64):
-    """mla_absorbed_latents 返回的 q_latent（吸收了 W_k_up 的查询，[B, H, S, d_latent]）与参考一致（float64）"""
+    """mla_absorbed_latents 返回的 q_latent（吸收了 W_k_up 的查询，[B, H, S, d_latent]）与参考一致（float64，因果掩码下）"""
     expect_weights_loaded(student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64,
                                          dtype=torch.float64), CLASS, keys=KEY_MISTAKES)
-    (q_latent, _), (expected, _) = absorbed_latents(student, weights64, x64, None)
+    # with the causal mask: a missing `mask is None` case costs only the no-mask check, as the notebook announces
+    (q_latent, _), (expected, _) = absorbed_latents(student, weights64, x64, causal_mask(SEQ, torch.float64))
     expect_close(q_latent, expected, F64, "q_latent")
 
 
