@@ -301,6 +301,7 @@ for path in @@FIFO_PATHS@@:
     except OSError:
         pass
 """
+DEMO_NAME_COMPUTED = "_seen = ('{0.__glo' + 'bals__[rms_out]}').format(rms_norm)"
 HUGE_HAND_ANSWER = "rms = 10**400\noutput = [float('inf'), -10**400]"
 SURROGATE_TEXT = ("print(chr(0xDCFF) * 3, 'x' + chr(0xD800))\n"
                   "NOTE = chr(0xDC80)\n"
@@ -549,6 +550,9 @@ CASES = [
          cells=((-1, SURROGATE_TEXT),), expect=Expect(failed_cells=1, cell_errors=frozenset({"ValueError"}))),
     Case("gamma_state_dict_lie", "gamma initialised to zeros, with a state_dict() that reports ones",
          (GAMMA_STATE_DICT_LIE,), expect=Expect(score="<=", message="gamma 的初始值不是全 1"), alone=False),
+    # --- the unchanged demo cell (skipped) reached through a name no static rule sees: graded again with every cell
+    Case("demo_name_through_a_computed_format_field", "after the unchanged demo cell, a cell that reads the demo's "
+         "rms_out through a format field built with +", cells=((-1, DEMO_NAME_COMPUTED),)),
     # --- forged replies on the sandbox's reply channel (found through /proc/self/fd)
     Case("forged_reply_pickle", "a pickle whose __reduce__ writes a file", forge("pickle"), ((12, FORGERY),),
          expect=PROBE_BROKEN),
