@@ -120,6 +120,63 @@ def test_variants_given_as_a_callable_cost_nothing_when_the_student_is_right():
     assert failed.value.message.endswith(KIT_VARIANTS["kit_test_double"].explanation)
 
 
+# --- diagnosis never breaks a check ---------------------------------------------------------------------
+
+
+def _boom(*_):
+    raise RuntimeError("planted in the diagnosis")
+
+
+@pytest.mark.parametrize("where", ["variants callable", "recogniser", "variant name", "unknown name", "hint",
+                                   "hint not text", "evidence"])
+def test_a_diagnosis_that_raises_leaves_the_comparisons_message_and_is_recorded(where):
+    from autograder.checks import take_diagnosis_crashes
+
+    right = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    wrong = 5 * right
+    with pytest.raises(CheckFailed) as plain:
+        expect_close(wrong, right, F64)
+    take_diagnosis_crashes()
+    arguments = {
+        "variants callable": dict(variants=_boom),
+        "recogniser": dict(variants=[("kit_test_double", _boom)]),
+        "variant name": dict(variants=[(_boom, wrong.clone())]),
+        "unknown name": dict(variants=[("kit_test_no_such_variant", wrong.clone())]),
+        "hint": dict(hint=_boom),
+        "hint not text": dict(hint=lambda actual, expected: 42),
+        "evidence": dict(variants=[("kit_test_double", wrong.clone())], evidence=_boom),
+    }[where]
+    with pytest.raises(CheckFailed) as failed:
+        expect_close(wrong, right, F64, **arguments)
+    assert failed.value.message == plain.value.message and failed.value.diagnosis is None
+    assert "hint" not in failed.value.details
+    crashes = take_diagnosis_crashes()
+    assert len(crashes) == 1 and ("planted in the diagnosis" in crashes[0] or "Error" in crashes[0])
+    assert take_diagnosis_crashes() == []
+    # the same kit, healthy: nothing recorded
+    with pytest.raises(CheckFailed):
+        expect_close(wrong, right, F64, variants=[("kit_test_double", 2 * right)], hint="HINT-TEXT")
+    assert take_diagnosis_crashes() == []
+
+
+def test_a_key_recogniser_that_raises_names_nothing_and_is_recorded():
+    from autograder.checks import take_diagnosis_crashes
+
+    take_diagnosis_crashes()
+    pinned = {"weight": [3, 3]}
+    with pytest.raises(CheckFailed) as plain:
+        expect_parameters({"weight": [3, 3], "bias": [3]}, pinned, "M")
+    with pytest.raises(CheckFailed) as failed:
+        expect_parameters({"weight": [3, 3], "bias": [3]}, pinned, "M",
+                          keys={"kit_test_extra_bias": lambda k: "bias" in k.extra, "kit_test_double": _boom})
+    assert failed.value.message == plain.value.message and failed.value.diagnosis is None
+    assert len(take_diagnosis_crashes()) == 1
+    with pytest.raises(CheckFailed) as named_one:
+        expect_parameters({"weight": [3, 3], "bias": [3]}, pinned, "M",
+                          keys={"kit_test_extra_bias": lambda k: "bias" in k.extra})
+    assert named_one.value.diagnosis == "kit_test_extra_bias" and take_diagnosis_crashes() == []
+
+
 # --- the hint ---------------------------------------------------------------------------------------
 
 

@@ -27,9 +27,14 @@ The diagnosis is an argument of the comparison, never an `except CheckFailed` in
   per part by expect_float64_precision).
 - `keys`: for modules, a table of recognisers `{variant name: rule(ParamKeys) -> bool}` naming a mistake seen in
   the parameter names (expect_parameters, expect_weights_loaded); the same one-name rule.
+
+Diagnosis never breaks a check: an exception inside variants, a hint or a key recogniser (or an unknown variant
+name) leaves the comparison's own failure message to the student, names nothing, and is recorded
+(take_diagnosis_crashes); the plugin reports the check as a check bug whatever the reference does.
 """
 
 import math
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -47,6 +52,7 @@ __all__ = [
     "FLOAT32_ROUNDING", "expect_float64_precision", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
     "expect_parameters", "attempt", "reference_with", "random_weights", "random_mask", "randn", "randint", "is_number",
     "close_number", "number_close", "values_close", "is_float_tensor", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
+    "take_diagnosis_crashes", "DIAGNOSIS_RAISED",
 ]
 
 
@@ -86,6 +92,36 @@ def expect_true(condition: bool, message: str, details: dict | None = None, diag
         raise named(failure, lookup(diagnosis)) if diagnosis else failure
 
 
+# --- diagnosis never breaks a check ----------------------------------------------------------------------------
+
+# The first line of a check bug's `crash` text when the diagnosis raised (the class summary tells it apart by this)
+DIAGNOSIS_RAISED = "the diagnosis raised (a variant, hint or key recogniser); the student got the comparison's own message"
+_diagnosis_crashes: list[str] = []  # since the last take_diagnosis_crashes(): what each diagnosis step raised
+
+
+def take_diagnosis_crashes() -> list[str]:
+    """What the diagnosis raised since the last call (formatted tracebacks, oldest first), and forget it. The plugin
+    calls this before and after each check: a check whose list is not empty is a bug of the check."""
+    taken = list(_diagnosis_crashes)
+    _diagnosis_crashes.clear()
+    return taken
+
+
+def _guarded(step: Callable[[], object], default=None):
+    """`step()`, or `default` when it raises (recorded for take_diagnosis_crashes): a variant, hint or recogniser
+    that crashes names nothing and adds nothing; the comparison's failure stays what the student gets."""
+    try:
+        return step()
+    except Exception as exc:  # a bug of the check's diagnosis, whatever it is: never the student's message
+        try:
+            text = "".join(traceback.format_exception(exc))
+        except Exception:  # an exception whose text cannot be formatted
+            text = type(exc).__name__
+        if len(_diagnosis_crashes) < 20:
+            _diagnosis_crashes.append(text)
+        return default
+
+
 # --- the one matching rule ------------------------------------------------------------------------------------
 
 
@@ -103,9 +139,16 @@ def match_variant(actual, expected, variants: VariantsArg, close: Callable[[obje
       value (a dtype not restored, right values in the wrong dtype): it counts when it accepts `actual`, and it
       must itself be false for the right answer;
     - a name may be a callable returning the name (or None: not named), for two mistakes with one value that an
-      extra probe tells apart; it is called only when its candidate counted."""
+      extra probe tells apart; it is called only when its candidate counted.
+
+    Anything that raises in here (a variants callable, a recogniser, a name, an unknown name) names nothing and is
+    recorded as the check's bug (take_diagnosis_crashes)."""
     if variants is None:
         return None
+    return _guarded(lambda: _match_variant(actual, expected, variants, close))
+
+
+def _match_variant(actual, expected, variants: VariantsArg, close: Callable[[object, object], bool]) -> Variant | None:
     if callable(variants):
         variants = variants()
     matched = {}
@@ -128,16 +171,25 @@ def diagnosed(failure: CheckFailed, actual, expected, variants: VariantsArg, hin
     level: a difference that small says nothing about where an algorithm goes wrong). `evidence`: the (actual,
     expected) the variants are matched on, when that is more than the one value compared (a tuple, or a callable
     returning it)."""
-    if evidence is not None:
-        shown, right = evidence() if callable(evidence) else evidence
-    else:
-        shown, right = actual, expected
-    variant = match_variant(shown, right, variants, close)
+    def name():
+        if evidence is not None:
+            shown, right = evidence() if callable(evidence) else evidence
+        else:
+            shown, right = actual, expected
+        return match_variant(shown, right, variants, close)
+
+    def localise():
+        text = hint(actual, expected) if callable(hint) else hint
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"a hint returned {type(text).__name__}, not str or None")
+        return text
+
+    variant = _guarded(name)
     if variant is not None:
         return named(failure, variant)
     if hint is None or rounding:
         return failure
-    text = hint(actual, expected) if callable(hint) else hint
+    text = _guarded(localise)
     if not text:
         return failure
     return CheckFailed(f"{failure.message}。{text}", dict(failure.details, hint=text), failure.diagnosis)
@@ -374,9 +426,13 @@ KeysArg = "dict[str, Callable[[ParamKeys], bool]] | None"
 
 
 def keys_variant(keys: KeysArg, seen: ParamKeys) -> Variant | None:
-    """The one mistake whose recogniser accepts what the parameters show (the same one-name rule)."""
-    matched = {lookup(name).name for name, rule in (keys or {}).items() if rule(seen)}
-    return lookup(matched.pop()) if len(matched) == 1 else None
+    """The one mistake whose recogniser accepts what the parameters show (the same one-name rule); a recogniser
+    that raises names nothing and is recorded as the check's bug."""
+    def recognise():
+        matched = {lookup(name).name for name, rule in (keys or {}).items() if rule(seen)}
+        return lookup(matched.pop()) if len(matched) == 1 else None
+
+    return _guarded(recognise)
 
 
 def _run_keys(run: ModuleRun) -> ParamKeys:
