@@ -264,12 +264,25 @@ def _expect_close(actual, expected: torch.Tensor, tol: Tol, what: str, strict: b
     if (error > allowed).any() and not strict and expected.dtype == torch.float64 and at_rounding_level(actual, expected):
         return  # float32 rounding, not a wrong algorithm
     if (error > allowed).any():
-        share = float((error > allowed).double().mean())
+        outside = int((error > allowed).sum())
+        share = outside / error.numel()
         raise CheckFailed(
             f"{what}与参考实现不一致：最大绝对误差 {details['max_abs_error']:.3g}（容限 {tol!r}），"
-            f"{share:.0%} 的元素超出容限",
-            dict(details, share_outside=share),
+            f"{share_outside_text(outside, error.numel())}超出容限",
+            dict(details, share_outside=share, count_outside=outside),
         )
+
+
+def share_outside_text(outside: int, total: int) -> str:
+    """How many of `total` elements are out of tolerance (`outside` >= 1), never a share rounded to 0% or to 100%."""
+    if outside == total:
+        return f"全部 {total} 个元素都" if total > 1 else "这个元素"
+    share = outside / total
+    if share < 0.01:
+        return f"{outside} 个元素（共 {total} 个，不到 1%）"
+    if share > 0.99:
+        return f"{outside} 个元素（共 {total} 个，超过 99%）"
+    return f"{share:.0%} 的元素（{outside} / {total}）"
 
 
 def expect_float64_precision(actual, expected: torch.Tensor, what: str = "输出"):
@@ -509,22 +522,43 @@ def expect_module_matches(run: ModuleRun, reference: dict, tol: Tol, class_name:
                 f"{failure.message}。给定的权重没有全部加载进你的模块（参数名与约定不一致：你的模块的参数是 "
                 f"{sorted(run.param_shapes)}）", failure.details) from None
     _expect_outputs(run.outputs, reference["outputs"], tol, class_name, outputs, variants, hint)
-    # the forward is right from here on: a gradient that disagrees is localised as such
+    # the forward is right from here on: a gradient that disagrees is localised as such. A gradient cut off in the
+    # forward (.data, .detach(), .item(), torch.no_grad()) is missing or far off: only then is that suggested
+    cut_off = False
     try:
         for i, (a, e) in enumerate(zip(run.input_grads, reference.get("input_grads", []))):
             if a is None:
                 raise CheckFailed("输入没有得到梯度：forward 里是否用了 detach、no_grad 或 .data？")
+            cut_off = gradient_far_off(a, e)
             _expect_close(a, e, tol, "输入的梯度", False)
         for name, expected_grad in reference.get("param_grads", {}).items():
             actual = run.param_grads.get(name)
             if actual is None:
+                cut_off = True
                 raise CheckFailed(f"参数 `{name}` 没有得到梯度：它是否参与了 forward？", {"parameter": name})
+            cut_off = gradient_far_off(actual, expected_grad)
             _expect_close(actual, expected_grad, tol, f"参数 `{name}` 的梯度", False)
     except CheckFailed as failure:
-        failure = CheckFailed(f"forward 的输出正确，但反向传播不对：{failure.message}"
-                              "（是否在 forward 里用了 .data、.detach()、.item() 或 torch.no_grad()？）",
+        why = "（是否在 forward 里用了 .data、.detach()、.item() 或 torch.no_grad()？）" if cut_off else ""
+        failure = CheckFailed(f"forward 的输出正确，但反向传播不对：{failure.message}{why}",
                               dict(failure.details, forward_correct=True))
         raise named(failure, keys_variant(keys, _run_keys(run))) from None
+
+
+GRADIENT_FAR_OFF = 0.1  # relative to the gradient's own scale: what a part of the forward cut off from autograd gives
+
+
+def gradient_far_off(actual, expected) -> bool:
+    """A gradient of the expected shape that is all zero where the expected one is not, or off by more than
+    GRADIENT_FAR_OFF of the expected gradient's largest entry: a part of the graph is cut off, not a rounding."""
+    if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor) and actual.shape == expected.shape
+            and actual.dtype.is_floating_point and bool(torch.isfinite(actual).all())):
+        return False
+    a, e = actual.detach().double(), expected.detach().double()
+    scale = float(e.abs().max()) if e.numel() else 0.0
+    if scale == 0.0:
+        return False
+    return not bool(a.any()) or float((a - e).abs().max()) > GRADIENT_FAR_OFF * scale
 
 
 def _expect_outputs(actual, expected, tol: Tol, class_name: str, what: str, variants, hint):
