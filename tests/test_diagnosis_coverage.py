@@ -139,14 +139,16 @@ def test_the_examples_graded_in_process_are_graded_as_the_selftest_expects(grade
     assert {(a, "reference") for a in ASSIGNMENTS} | {(a, "mistake") for a in ASSIGNMENTS} <= kinds
 
 
-def test_every_variant_hint_and_recogniser_ran_on_some_example(graded):
-    print(f"\ncoverage of autograder/checks/ while grading the examples in-process: {graded['percent']:.1f}%")
+def test_every_variant_hint_and_recogniser_ran_on_some_example(graded, record_property):
     missing, counted = [], 0
     for assignment_id in ASSIGNMENTS:
         functions = diagnosis_functions(CHECKS / f"{assignment_id}.py")
         counted += len(functions)
         missing += never_ran(functions, graded["files"][f"{assignment_id}.py"]["arcs"])
-    print(f"diagnosis functions: {counted}, never ran: {len(missing)}")
+    line = (f"coverage of autograder/checks/ by the examples (in-process): {graded['percent']:.1f}%; "
+            f"diagnosis functions run: {counted - len(missing)}/{counted}")
+    print(line)
+    record_property("summary_line", line)  # printed at the end of the run (tests/conftest.py)
     assert counted > 50  # the reader finds them at all
     assert [str(f) for f in missing] == []
 
