@@ -64,7 +64,7 @@ def test_a_mistake_shared_by_gqa_and_mla_has_one_name_and_one_explanation():
 # --- diagnosis never breaks a check ------------------------------------------------------------------------------
 
 # an uncatalogued wrong PreNormStack: the branch scaled by a half (no variant matches; the stack hint localises it)
-HALF_BRANCH = [("x = x + F.relu(layer(norm(x)))", "x = x + 0.5 * F.relu(layer(norm(x)))")]
+HALF_BRANCH = next(m for m in mistakes("gradient_flow") if m.name == "prenorm_half_branch").edits
 PRENORM_CHECK = "test_prenorm_forward_backward_float64"
 
 
