@@ -29,7 +29,7 @@ app = typer.Typer(
 
 EXIT_BAD_INPUT = 2  # bad arguments, no such assignment, unreadable folder
 EXIT_NOTHING = 1  # nothing to grade
-EXIT_CHECK_BUG = 3  # every result is written, but a check raised on the reference's output too (a bug of ours)
+EXIT_CHECK_BUG = 3  # every result is written, but a check raised on the reference's output too, or its diagnosis raised (a bug of ours)
 
 
 def _print_version(value: bool):
@@ -160,7 +160,7 @@ def grade(
     summary.print()
     if summary.check_bugs or summary.record_failures:
         typer.secho("error: every other result is written, but the checks above failed on the reference too "
-                    "(or results could not be recorded): fix them and grade again", fg=typer.colors.RED, err=True)
+                    "or in their diagnosis (or results could not be recorded): fix them and grade again", fg=typer.colors.RED, err=True)
         raise typer.Exit(EXIT_CHECK_BUG)
 
 

@@ -225,8 +225,10 @@ class Grader:
         finally:
             run.close()
             lap("close")
-        crashed = {o.spec.name for o in outcomes if o.crash is not None}
+        # a diagnosis that raised is a check bug whatever the reference does; any other crash asks the reference
+        crashed = {o.spec.name for o in outcomes if o.crash is not None and not o.diagnosis_bug}
         bugs = self._check_bugs(assignment, submission.student_id, seed, crashed, run_checks) if crashed else set()
+        bugs |= {o.spec.name for o in outcomes if o.diagnosis_bug}
         lap("check_bugs")
         result.parts = self._score(assignment, outcomes, prepared, bugs)
         result.written_answers = dict(prepared.written_answers)
@@ -280,7 +282,9 @@ class Grader:
                 CheckResult(name=o.spec.name, grade_id=part.grade_id, passed=o.passed,
                             points=self._points(assignment, o), max_points=o.spec.points,
                             description=o.spec.description,
-                            message=CHECK_BUG_MESSAGE if o.spec.name in bugs else o.message, details=o.details,
+                            # a diagnosis bug keeps the comparison's own failure message
+                            message=CHECK_BUG_MESSAGE if o.spec.name in bugs and not o.diagnosis_bug else o.message,
+                            details=o.details,
                             diagnosis=o.diagnosis, seconds=o.seconds, crash=o.crash, check_bug=o.spec.name in bugs)
                 for o in outcomes if o.spec.grade_id == part.grade_id
             ]

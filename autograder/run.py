@@ -103,8 +103,8 @@ class RunSummary:
 
     @property
     def check_bugs(self):
-        """Checks that raised on the reference's output too (bugs of ours), in this run's assignments: the run exits
-        with EXIT_CHECK_BUG."""
+        """Checks that raised on the reference's output too, or whose diagnosis raised (bugs of ours), in this run's
+        assignments: the run exits with EXIT_CHECK_BUG."""
         from autograder.reporting.class_summary import check_bugs
 
         return check_bugs([r for r in self.results if r.assignment_id in self.assignment_ids])
@@ -169,9 +169,11 @@ class RunSummary:
             console.print(f"feedback: {self.feedback}/<student>/<assignment>/  (nbgrader release_feedback)")
         for bug in self.check_bugs:
             last = bug.crash.splitlines()[-1] if bug.crash else ""
-            console.print(f"[red]check bug:[/red] {escape(bug.assignment_id)}/{escape(bug.check)} raised on the "
-                          f"reference's output too ({bug.count} submission(s) lost its points): {escape(last)}",
-                          highlight=False)
+            where = ("raised in its diagnosis (a variant, hint or key recogniser; the students got the comparison's "
+                     f"own message) on {bug.count} submission(s)" if bug.in_diagnosis else
+                     f"raised on the reference's output too ({bug.count} submission(s) lost its points)")
+            console.print(f"[red]check bug:[/red] {escape(bug.assignment_id)}/{escape(bug.check)} {where}: "
+                          f"{escape(last)}", highlight=False)
         for failure in self.record_failures:
             console.print(f"[red]not recorded:[/red] {escape(failure)}", highlight=False)
 

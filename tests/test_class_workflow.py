@@ -21,9 +21,8 @@ import zipfile
 from pathlib import Path
 from urllib.parse import unquote
 
-import nbformat
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from autograder.cli import app
 from autograder.recording.locking import LockedError, exclusive
@@ -358,7 +357,7 @@ def test_an_lms_download_maps_to_the_roster_replaces_nobody_and_its_gradebook_ro
     assert [f["kind"] for f in results[(unmapped, "rmsnorm")]["handin"]["flags"]] == ["unmapped"]
     assert sorted(grades_table(out)) == ["alice", "bob", "carol"]  # the unmapped id is kept out
     assert "alice_rmsnorm.ipynb" in first.output and "is graded" in first.output  # bob's extra file, skipped
-    assert f"unmapped:" in first.output and unmapped in first.output
+    assert "unmapped:" in first.output and unmapped in first.output
     assert unmapped in (out / "summary.html").read_text()
 
     again = lms_grade(lms_course, archive, roster, out.name, *layout)

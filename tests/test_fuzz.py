@@ -10,7 +10,6 @@ result, every export is written and readable, and the honest students get what t
 import json
 import os
 import random
-from pathlib import Path
 
 import pytest
 
