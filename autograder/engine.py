@@ -18,7 +18,7 @@ from autograder.assignments import Assignment, has_hand, load_assignment
 from autograder.checks.plugin import CheckContext, CheckOutcome, GradingPlugin, run_pytest
 from autograder.course import course_secret, student_seed
 from autograder.checks.diagnosis import variants_of
-from autograder.running.notebook_run import NotebookRun, SandboxGaveUp
+from autograder.running.notebook_run import NotebookRun, SandboxGaveUp, budget_text
 from autograder.checks.probes import CheckFailed, StudentCode
 from autograder.intake.reading import UnreadableNotebook, prepare
 from autograder.recording.results import STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult, SubmissionResult
@@ -31,6 +31,7 @@ from solutions.student_params import student_answers
 
 BUDGET_SPENT = ("超时：这份提交用完了 {seconds:g} 秒的总时间预算（所有单元格、重启和检查一起计时）；"
                 "之后的单元格没有运行，剩下的检查记为超时")
+MEMORY_SPENT = "内存超出限制：这份提交的所有进程加起来用了超过 {budget} 的内存，已被终止；之后的单元格没有运行，剩下的检查记为未通过"
 CHECK_BUG_MESSAGE = "这一项检查无法完成：评分程序本身出了问题（不是你的代码的问题），老师会处理，这一项暂记为未通过"
 
 
@@ -202,6 +203,8 @@ class Grader:
             result.hand_answers = typed_answers(student, assignment.id)
             if run.exhausted:
                 result.message = BUDGET_SPENT.format(seconds=self.options.limits.submission_timeout)
+            if run.memory_exceeded:  # issue 21: the submission's processes together passed its memory budget
+                result.message = MEMORY_SPENT.format(budget=budget_text(self.options.limits))
         finally:
             run.close()
             lap("close")

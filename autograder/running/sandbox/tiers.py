@@ -108,7 +108,7 @@ def child_spec(tier: str, spec: LaunchSpec, uid: int | None, scratch: str | None
     root = os.geteuid() == 0
     if tier == "bubblewrap":
         return {"namespaces": ["mount", "pid", "net", "ipc", "uts"], "private_tmp": scratch_bytes,
-                "workdir": "/tmp/work", "uid": uid, "site": "/sandbox/site"}
+                "workdir": "/tmp/work", "uid": uid, "site": "/sandbox/site", "refuse_syscalls": ["keys"]}
     if tier == "landlock":
         if landlock_abi() < 1:
             raise SandboxUnavailable("Landlock is not enabled in this kernel")
@@ -118,9 +118,11 @@ def child_spec(tier: str, spec: LaunchSpec, uid: int | None, scratch: str | None
                     "read": ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/dev/null", "/dev/urandom", python_prefix,
                              spec.site, spec.runner_dir],
                     "write": [scratch]},
-                "no_unix_sockets": True}  # Landlock does not fence connect() on a pathname socket: seccomp does
+                "no_unix_sockets": True,  # Landlock does not fence connect() on a pathname socket: seccomp does
+                "refuse_syscalls": ["keys"] if root else ["keys", "sysv_ipc"]}  # as root: an IPC namespace
     if tier == "rlimits":
-        return {"namespaces": [], "workdir": scratch, "uid": uid, "site": spec.site}
+        return {"namespaces": [], "workdir": scratch, "uid": uid, "site": spec.site,
+                "refuse_syscalls": ["keys", "sysv_ipc"]}
     raise SandboxUnavailable(f"unknown sandbox tier {tier!r}")
 
 
