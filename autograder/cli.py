@@ -359,12 +359,6 @@ def bench(
 
     if executor not in ("local", "dask"):
         fail(f"unknown executor {executor!r}: choose local or dask")
-    if memory_guard not in ("auto", "cgroup", "watchdog"):
-        fail(f"unknown memory guard {memory_guard!r}: choose auto, cgroup or watchdog")
-    try:
-        budget_bytes = parse_bytes(memory_budget)
-    except ValueError as exc:
-        fail(str(exc))
     try:
         ids = resolve_assignments(assignment or ["all"])
         code = run_bench(students, ids, workers or default_workers(), executor, vs_nbgrader, nbgrader_subset,
