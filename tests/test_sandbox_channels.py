@@ -120,3 +120,14 @@ def test_a_reader_after_a_writer_on_the_same_uid_finds_nothing(channel, zygote, 
     assert run_cells(zygote, reader(channel)) is None
     assert as_uid(reader(channel)) == "None", "the writer's data is still on the host"
     assert as_uid(KEYS_OF_UID) == "0", "the uid's key ring on the host is not empty"
+
+
+def test_a_key_left_on_the_uid_outside_any_sandbox_is_gone_once_a_sandbox_starts_on_it(zygote, one_uid):
+    """Key rings outlive processes: what was stored on the uid before (an older grader, a process run as that uid
+    by hand) is cleared by the next sandbox on it, before the student's code runs."""
+    secret = "S" + secrets.token_hex(8)
+    as_uid(writer("key_ring", secret))
+    assert as_uid(reader("key_ring")) == secret
+    run_cells(zygote, "x = 1")
+    assert as_uid(reader("key_ring")) == "None"
+    assert as_uid(KEYS_OF_UID) == "0"

@@ -468,6 +468,25 @@ def _drop_to(libc, uid):
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # cleared by the uid change: set it after
 
 
+_KEYCTL = {"x86_64": 250, "aarch64": 219}
+_KEYCTL_CLEAR, _KEYCTL_LINK, _KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING = 7, 8, -4, -5
+
+
+def _clear_key_rings(libc):
+    """Empty the uid's user and user-session key rings (kept by the kernel per uid, across sandboxes): what a
+    sandbox of an older grader, or anything else on the machine run as this uid, left there is gone before
+    the student's code runs (this sandbox's seccomp filter then refuses every key-ring call)."""
+    nr = _KEYCTL.get(os.uname().machine)
+    if nr is None:
+        return
+    libc.syscall.restype = ctypes.c_long
+    for ring in (_KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING):
+        libc.syscall(ctypes.c_long(nr), ctypes.c_long(_KEYCTL_CLEAR), ctypes.c_long(ring))
+    # as the kernel makes them: the user-session ring links the user ring (the uid's other processes possess it)
+    libc.syscall(ctypes.c_long(nr), ctypes.c_long(_KEYCTL_LINK), ctypes.c_long(_KEY_SPEC_USER_KEYRING),
+                 ctypes.c_long(_KEY_SPEC_USER_SESSION_KEYRING))
+
+
 def _set_limits(limits):
     import resource
 
@@ -513,6 +532,8 @@ def _child(torch, wire, spec, fd_in, fd_out, report_fd, cgroup_fds=()):
             _private_tmp(libc, spec["private_tmp"], uid, spec["workdir"])
         _set_limits(spec.get("limits", {}))
         _drop_to(libc, uid)
+        if uid is not None:
+            _clear_key_rings(libc)
         abi = None
         if spec.get("landlock"):
             abi = apply_landlock(spec["landlock"]["read"], spec["landlock"]["write"])
