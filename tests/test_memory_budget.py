@@ -115,3 +115,17 @@ def test_a_multi_process_hog_ends_within_5_s_of_its_budget_and_the_batch_goes_on
         assert not list(layout.memory_parent.glob(f"{memory.PREFIX}*"))
         if layout.pids_parent is not None:
             assert not list(layout.pids_parent.glob(f"{memory.PREFIX}*"))
+
+
+@pytest.mark.parametrize("option, value, said", [("--memory-guard", "bogus", "unknown memory guard"),
+                                                 ("--memory-budget", "10", "too small"),
+                                                 ("--memory-budget", "lots", "not a size")])
+def test_the_cli_refuses_a_memory_option_it_cannot_use(option, value, said, tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "subs").mkdir()
+    done = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", "rmsnorm", "-s", str(tmp_path / "subs"),
+                           "-o", str(tmp_path / "out"), option, value], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr

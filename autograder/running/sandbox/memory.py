@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GUARDS = ("auto", "cgroup", "watchdog")
-WATCH_INTERVAL = 0.1  # seconds between two looks of the watchdog (and of the cgroup's OOM count)
+CGROUP_INTERVAL = 0.1  # seconds between two looks at the cgroup's counters (a few small files)
+WATCH_INTERVAL = 0.25  # seconds between two looks of the watchdog (a pass over /proc: some 5 ms per 100 processes)
 PREFIX = "autograde-"
 FULL = 0.97  # cgroup: the budget counts as passed once anonymous and tmpfs pages fill this share of the limit
 
@@ -358,7 +359,8 @@ class MemoryGuard:
             pass
 
     def _watch(self):
-        while not self._stop.wait(WATCH_INTERVAL):
+        interval = CGROUP_INTERVAL if self.cgroup is not None else WATCH_INTERVAL
+        while not self._stop.wait(interval):
             try:
                 if self.check():
                     return
