@@ -129,3 +129,42 @@ def test_the_cli_refuses_a_memory_option_it_cannot_use(option, value, said, tmp_
                            "-o", str(tmp_path / "out"), option, value], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert said in done.stderr
+
+
+def test_a_crashed_graders_cgroup_is_emptied_reset_and_removed(monkeypatch):
+    """A grader killed while a sandbox ran leaves the uid's cgroup with a process in it and its limits: the next
+    sandbox on that uid kills that process, resets the limits to its own budget, and removes the cgroup at the end."""
+    import os
+    import subprocess
+
+    from autograder.running.sandbox import environment
+    from autograder.running.sandbox.process import Sandbox
+
+    try:
+        memory.resolve("cgroup")
+    except memory.MemoryGuardUnavailable as exc:
+        pytest.skip(str(exc))
+    uid = FIRST_UID
+    monkeypatch.setattr(uids, "FIRST_UID", uid)
+    monkeypatch.setattr(uids, "POOL_SIZE", 1)
+    layout = memory.cgroup_layout()
+    leftover = memory.UidCgroup(layout, uid, 300 * 1024**2, 10).create()
+    orphan = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "300"])
+    try:
+        (leftover.memory_dir / "cgroup.procs").write_text(str(orphan.pid))
+        limit_file = "memory.max" if layout.version == 2 else "memory.limit_in_bytes"
+        assert int((leftover.memory_dir / limit_file).read_text()) == 300 * 1024**2
+        limits = replace(TEST_LIMITS, submission_memory_bytes=BUDGET, memory_guard="cgroup")
+        with Sandbox(environment.locate(), "bubblewrap", limits) as box:
+            assert orphan.wait(timeout=10) == -9  # killed when the uid was acquired
+            assert int((leftover.memory_dir / limit_file).read_text()) == BUDGET
+            inside = [int(p) for p in (leftover.memory_dir / "cgroup.procs").read_text().split()]
+            assert inside and all(os.stat(f"/proc/{p}").st_uid in (0, uid) for p in inside)
+            assert box.request({"op": "exec_cell", "source": "x = 1", "cell": 0}, None, 10).ok
+        uids.wait_for_releases()
+        assert not leftover.memory_dir.exists()
+        assert leftover.pids_dir is None or not leftover.pids_dir.exists()
+    finally:
+        orphan.kill()
+        orphan.wait()
+        leftover.remove()
