@@ -46,6 +46,19 @@ def _options(
     """Grade the chapter's assignments (the full line is the app's help: _course_help)."""
 
 
+def parse_bytes(text: str) -> int:
+    """A size such as 4G, 1536M, 512MiB or 1073741824 (bytes); K, M, G are powers of 1024."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text or "", re.IGNORECASE)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (e.g. 4G, 1536M)")
+    value = float(match.group(1)) * 1024 ** " KMGT".index(match.group(2).upper() or " ")
+    if value < 256 * 1024**2:
+        raise ValueError(f"a memory budget of {text} is too small: a sandbox needs at least 256M")
+    return int(value)
+
+
 def fail(message: str, code: int = EXIT_BAD_INPUT):
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
@@ -83,6 +96,13 @@ def grade(
         None, "--submission-timeout", help="Seconds of wall clock for one whole submission: cells, restarts after a "
                                            "crash, replays and checks (default: c.Autograde.submission_timeout, "
                                            "else 300)."),
+    memory_budget: str = typer.Option(
+        "4G", "--memory-budget", help="Memory for all of one submission's processes together, e.g. 4G, 1536M; "
+                                      "over it the submission ends with 内存超出限制 and the batch goes on."),
+    memory_guard: str = typer.Option(
+        "auto", "--memory-guard", help="How the memory budget is enforced: cgroup (a cgroup per sandbox under the "
+                                       "grader's own; needs root and the memory controller), watchdog (the grader "
+                                       "sums the submission's PSS), or auto (cgroup where it works)."),
     convention_credit: float = typer.Option(
         0.0, min=0.0, max=1.0,
         help="Share of a check's points kept when it fails only by another convention (RoPE half-split pairing, "
@@ -134,12 +154,19 @@ def grade(
 
     if executor not in ("local", "dask"):
         fail(f"unknown executor {executor!r}: choose local or dask")
+    if memory_guard not in ("auto", "cgroup", "watchdog"):
+        fail(f"unknown memory guard {memory_guard!r}: choose auto, cgroup or watchdog")
+    try:
+        budget_bytes = parse_bytes(memory_budget)
+    except ValueError as exc:
+        fail(str(exc))
     options = RunOptions(assignments=assignments, submissions=submissions, out=out, students=set(student or []),
                          resume=resume, force=force, workers=workers or default_workers(),
                          executor="dask" if scheduler else executor, scheduler=scheduler,
                          gradebook=gradebook, tier=sandbox, allow_weak_sandbox=allow_weak_sandbox,
                          cell_timeout=cell_timeout, probe_timeout=probe_timeout,
-                         submission_timeout=submission_timeout, convention_credit=convention_credit, handin=handin,
+                         submission_timeout=submission_timeout, memory_budget=budget_bytes,
+                         memory_guard=memory_guard, convention_credit=convention_credit, handin=handin,
                          run_all_cells=run_all_cells,
                          layout=layout, lms_roster=lms_roster, dry_run=dry_run, accept_new_settings=accept_new_settings)
     try:

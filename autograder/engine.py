@@ -18,7 +18,7 @@ from autograder.assignments import Assignment, has_hand, load_assignment
 from autograder.checks.plugin import CheckContext, CheckOutcome, GradingPlugin, run_pytest
 from autograder.course import course_secret, student_seed
 from autograder.checks.diagnosis import variants_of
-from autograder.running.notebook_run import NotebookRun, SandboxGaveUp
+from autograder.running.notebook_run import NotebookRun, SandboxGaveUp, budget_text
 from autograder.checks.probes import CheckFailed, StudentCode
 from autograder.intake.reading import UnreadableNotebook, prepare
 from autograder.recording.results import STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult, SubmissionResult
@@ -31,6 +31,7 @@ from solutions.student_params import student_answers
 
 BUDGET_SPENT = ("超时：这份提交用完了 {seconds:g} 秒的总时间预算（所有单元格、重启和检查一起计时）；"
                 "之后的单元格没有运行，剩下的检查记为超时")
+MEMORY_SPENT = "内存超出限制：这份提交的所有进程加起来用了超过 {budget} 的内存，已被终止；之后的单元格没有运行，剩下的检查记为未通过"
 CHECK_BUG_MESSAGE = "这一项检查无法完成：评分程序本身出了问题（不是你的代码的问题），老师会处理，这一项暂记为未通过"
 
 
@@ -180,7 +181,7 @@ class Grader:
         timings = {"read": round(time.monotonic() - started, 4)}
         result, clean = self._attempt(submission, assignment, run_checks, prepared, prepared.cells, prepared.skipped,
                                       seed, deadline, timings)
-        if prepared.skipped and not clean and time.monotonic() < deadline:
+        if prepared.skipped and clean == "not clean" and time.monotonic() < deadline:
             timings["skipped_attempt"] = round(sum(v for k, v in timings.items() if k != "read"), 4)
             for key in [k for k in timings if k not in ("read", "skipped_attempt")]:
                 timings["skipped_" + key] = timings.pop(key)
@@ -190,9 +191,9 @@ class Grader:
         return result
 
     def _attempt(self, submission: Submission, assignment: Assignment, run_checks, prepared, cells: list,
-                 skipped: list[int], seed: int, deadline: float, timings: dict) -> tuple[SubmissionResult, bool]:
-        """One run of `cells` and the checks: the result, and whether it is clean (every cell that ran succeeded,
-        every check passed, the budget not spent)."""
+                 skipped: list[int], seed: int, deadline: float, timings: dict) -> tuple[SubmissionResult, str]:
+        """One run of `cells` and the checks: the result, and "clean" (every cell that ran succeeded, every check
+        passed), "not clean", or "spent" (the submission's time or memory budget ran out)."""
         result = SubmissionResult(
             student_id=submission.student_id, assignment_id=assignment.id, status=STATUS_GRADED, score=0.0,
             max_score=assignment.max_score, tier=self.tier, seed=seed, grader_version=__version__,
@@ -222,6 +223,8 @@ class Grader:
             exhausted = run.exhausted
             if exhausted:
                 result.message = BUDGET_SPENT.format(seconds=self.options.limits.submission_timeout)
+            if run.memory_exceeded:  # issue 21: the submission's processes together passed its memory budget
+                result.message = MEMORY_SPENT.format(budget=budget_text(self.options.limits))
         finally:
             run.close()
             lap("close")
@@ -234,8 +237,10 @@ class Grader:
         result.written_answers = dict(prepared.written_answers)
         result.skipped_cells = list(skipped)
         result.score = sum(p.score for p in result.parts)
-        clean = not exhausted and all(c.ok for c in result.cells) and all(o.passed for o in outcomes)
-        return result, clean
+        if exhausted or run.memory_exceeded:
+            return result, "spent"  # its time or memory budget is spent: graded again it would only spend it again
+        clean = all(c.ok for c in result.cells) and all(o.passed for o in outcomes)
+        return result, "clean" if clean else "not clean"
 
     def _check_bugs(self, assignment: Assignment, student_id: str, seed: int, names: set[str],
                     run_checks) -> set[str]:

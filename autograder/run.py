@@ -40,6 +40,7 @@ from autograder.recording.results import (FLAG_ID, FLAG_IDENTITY, FLAG_UNMAPPED,
 from autograder.intake.validate import safe_text, sanitize_record, student_id_from_name
 from autograder.running.sandbox import environment, tiers
 from autograder.running.sandbox.environment import SandboxEnvironmentError
+from autograder.running.sandbox import memory
 from autograder.running.sandbox.limits import Limits
 from autograder.running.sandbox.tiers import SandboxUnavailable
 from autograder.running.sandbox.zygote import Zygote
@@ -75,6 +76,8 @@ class RunOptions:
     cell_timeout: float = 30.0
     probe_timeout: float = 30.0
     submission_timeout: float | None = None  # None: c.Autograde.submission_timeout, else 300 s
+    memory_budget: int = Limits.submission_memory_bytes  # bytes, for all of a submission's processes together
+    memory_guard: str = "auto"  # auto, cgroup or watchdog (autograder.running.sandbox.memory)
     convention_credit: float = 0.0
     run_all_cells: bool = False  # run the instructor's unchanged demo cells too, as nbgrader does
     handin: HandInOptions = field(default_factory=HandInOptions)  # late policy and exchange checks (CLI overrides)
@@ -254,13 +257,20 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
         budget = submission_timeout(course, opts.submission_timeout)
     except HandInError as exc:
         raise GradingRunError(str(exc)) from None
-    limits = Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout, submission_timeout=budget)
+    try:
+        memory.resolve(opts.memory_guard)  # a guard that cannot work here stops the run before anything is graded
+    except memory.MemoryGuardUnavailable as exc:
+        raise GradingRunError(str(exc)) from None
+    limits = Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout, submission_timeout=budget,
+                    submission_memory_bytes=opts.memory_budget, memory_guard=opts.memory_guard)
+    # how the memory budget is enforced does not change a grade: not part of the regrade key nor of OUT's settings
+    graded_limits = {k: v for k, v in limits.to_dict().items() if k != "memory_guard"}
     secret = course_secret()
     try:
         tier = tiers.choose(opts.tier, opts.allow_weak_sandbox)
     except SandboxUnavailable as exc:
         raise GradingRunError(str(exc)) from None
-    keys = {a: grading_key(a, tier, limits.to_dict(), opts.convention_credit, secret, run_all_cells=opts.run_all_cells)
+    keys = {a: grading_key(a, tier, graded_limits, opts.convention_credit, secret, run_all_cells=opts.run_all_cells)
             for a in assignment_ids}
     try:
         handin_settings = load_settings(course, opts.handin)
@@ -268,7 +278,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
         raise GradingRunError(str(exc)) from None
     try:  # before anything is graded: a run under other settings than OUT's stops here
         settings_changed = run_settings.check_and_store(
-            out, run_settings.grade_settings(handin_settings.policy, opts.convention_credit, limits.to_dict()),
+            out, run_settings.grade_settings(handin_settings.policy, opts.convention_credit, graded_limits),
             opts.accept_new_settings)
     except run_settings.SettingsChanged as exc:
         raise GradingRunError(str(exc)) from None

@@ -120,6 +120,9 @@ class StudentCode:
                 seconds = self._run.limits.submission_timeout
                 raise StudentCodeFailed(f"超时：这份提交用完了 {seconds:g} 秒的总时间预算，没有时间再运行 `{what}`",
                                         {"submission_timeout_seconds": seconds}) from None
+            if exc.kind == "memory" or getattr(self._run, "memory_exceeded", False):
+                raise StudentCodeFailed(f"内存超出限制：这份提交的所有进程加起来超出了内存预算，已被终止，"
+                                        f"没有再运行 `{what}`", {"memory_exceeded": True}) from None
             if exc.kind == "timeout":
                 failure = StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
                                             {"timeout_seconds": self.probe_timeout})
