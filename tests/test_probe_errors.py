@@ -120,3 +120,12 @@ def test_a_real_shape_error_still_shows_a_useful_message(tmp_path):
     assert all(shown), [c.message for c in failed]
     assert all(m.group(2) == m.group(3) for m in shown), [c.message for c in failed]
     assert "mat1 and mat2 shapes cannot be multiplied" in page
+
+
+def test_a_type_name_the_student_chose_is_not_shown():
+    from autograder.checks.probes import UNKNOWN_OTHER_TYPE, describe_value
+    from autograder.running.sandbox.wire import Unsupported
+
+    assert describe_value(Unsupported("numpy.ndarray")) == "numpy.ndarray"
+    assert describe_value(Unsupported("__main__.one_point_two_five")) == UNKNOWN_OTHER_TYPE
+    assert describe_value([1]) == "list"
