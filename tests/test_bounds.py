@@ -128,3 +128,18 @@ def test_one_worker_grades_with_a_memory_limit_and_an_overflow_ends_a_submission
     big = scores["big"]
     assert big.score < 10 and not all(c.passed for p in big.parts for c in p.checks), big.message
     assert summary.usage and all(u["worker_maxrss_kib"] * 1024 < limit + 300 * MIB for u in summary.usage), summary.usage
+
+
+def test_a_result_too_big_for_its_cap_is_cut_until_it_fits():
+    from autograder.recording.results import MAX_RESULT_BYTES, CheckResult, PartResult, SubmissionResult, bound_size
+
+    checks = [CheckResult(f"c{i}", "p", False, 0.0, 1.0, "d", "失败" * 10_000, {"names": ["n" * 2000] * 100})
+              for i in range(40)]
+    result = SubmissionResult("alice", "rmsnorm", "graded", 0.0, 10.0, parts=[PartResult("p", 0.0, 10.0, checks)],
+                              cells=[CellRun(i, None, False, "ValueError", "x" * 2000) for i in range(50)],
+                              written_answers={"w": "答" * 20_000})
+    assert len(json.dumps(result.to_dict())) > MAX_RESULT_BYTES
+    bound_size(result)
+    assert len(json.dumps(result.to_dict())) <= MAX_RESULT_BYTES
+    assert all(c.message.endswith(CUT) for c in checks) and result.parts[0].checks[0].name == "c0"
+    assert [c.index for c in result.cells] == list(range(50)) and result.score == 0.0
