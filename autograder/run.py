@@ -14,6 +14,7 @@ up as an uninterrupted run would leave them.
 import contextlib
 import dataclasses
 import statistics
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,7 +29,9 @@ from autograder.recording import run_settings
 from autograder.assignments import assignment_ids as course_assignments, assignment_of_notebook
 from autograder.recording.class_record import ClassRecord, ClassState, roster_of
 from autograder.intake.discovery import Discovery, DiscoveryError, FoundSubmission, course_root, discover
-from autograder.running.executors import Executor, ExecutorError, in_process, run_submissions
+from autograder.running.executors import (WORKER_MEMORY_BYTES, Executor, ExecutorError, in_process, prestart,
+                                          run_submissions)
+from autograder.running.jobs import GradingOptions, Submission
 from autograder.intake.handin import (HandInError, HandInOptions, HandInSettings, facts as handin_facts, load_settings,
                                      submission_timeout, with_penalty)
 from autograder.recording.locking import LockedError, run_locks
@@ -67,7 +70,9 @@ class RunOptions:
     students: set[str] = field(default_factory=set)
     resume: bool = False  # kept for scripts: unchanged submissions are never regraded anyway (see `force`)
     force: bool = False  # regrade even what the cache says is unchanged
-    workers: int = 1  # local worker processes (1: grade in this process)
+    workers: int = 1  # local worker processes
+    in_process: bool = False  # tests and the Python API only: one worker's grading done in this process instead
+    worker_memory_bytes: int | None = WORKER_MEMORY_BYTES  # each local worker's memory limit (RLIMIT_DATA)
     executor: str = "local"  # or "dask"
     scheduler: str | None = None  # dask: an existing cluster's scheduler address
     gradebook: Path | None = None
@@ -305,21 +310,32 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
 
     feedback_root = course / "feedback" if course else None
     folders = {(f.student_id, f.assignment_id): f.folder for f in todo}
-    executor = Executor(opts.executor, opts.workers, opts.scheduler)
+    executor = Executor(opts.executor, opts.workers, opts.scheduler, in_process=opts.in_process,
+                        memory_bytes=opts.worker_memory_bytes)
+    grading = GradingOptions(limits=limits, tier=tier, allow_weak_sandbox=opts.allow_weak_sandbox,
+                             convention_credit=opts.convention_credit, run_all_cells=opts.run_all_cells, secret=secret)
     zygote = None
     if todo and in_process(executor, len(todo)):  # grading here: the warm parent starts before the heavy imports
         try:
             zygote = Zygote(environment.locate(), tier, limits.startup_timeout).launch()
         except (SandboxEnvironmentError, OSError) as exc:
             raise GradingRunError(str(exc)) from None
+    elif todo:  # the workers start now: they import torch and warm up while this process does its own imports
+        try:
+            prestart(executor, grading, {f.assignment_id for f in todo}, len(todo))
+        except OSError as exc:
+            raise GradingRunError(f"cannot start a grading worker: {exc}") from None
+        # the pages this process renders at the end import torch (the mistake catalogue): while the workers start
+        threading.Thread(target=_import_reporting, daemon=True).start()
     from autograder.recording.autograded import write_autograded
-    from autograder.engine import Grader, GradingOptions, Submission
     from autograder.recording.gradebook import CourseGradebook
 
-    grading = GradingOptions(limits=limits, tier=tier, allow_weak_sandbox=opts.allow_weak_sandbox,
-                             convention_credit=opts.convention_credit, run_all_cells=opts.run_all_cells, secret=secret)
     try:
-        grader = Grader(grading, zygote) if zygote is not None else None
+        grader = None
+        if zygote is not None:
+            from autograder.engine import Grader
+
+            grader = Grader(grading, zygote)
     except (SandboxUnavailable, SandboxEnvironmentError) as exc:
         raise GradingRunError(str(exc)) from None
 
@@ -503,6 +519,14 @@ def _update_state(state: ClassState, discovery: Discovery, results: list[Submiss
                              + [(student_id_from_name(c.student_id)[0], c.assignment_id, safe_text(c.reason, 2000))
                                 for c in discovery.conflicts])
     state.gradebook, state.roster = str(Path(gradebook).resolve()), list(roster)
+
+
+def _import_reporting() -> None:
+    try:
+        import autograder.reporting.class_summary  # noqa: F401
+        import autograder.reporting.student_page  # noqa: F401
+    except Exception:  # imported again where it is used, and fails there with its reason
+        pass
 
 
 def _foreign_assignment(found: FoundSubmission) -> str | None:

@@ -19,7 +19,7 @@ import torch
 from autograder.checks import DIAGNOSIS_RAISED, take_diagnosis_crashes
 from autograder.checks.pytest_adapter import TestReport, runtestprotocol
 from autograder.checks.probes import CheckFailed, StudentCode
-from autograder.intake.validate import safe_text, safe_tree
+from autograder.intake.validate import bounded_tree, clipped, safe_text
 
 CHECKS_DIR = Path(__file__).parent
 
@@ -187,7 +187,7 @@ class GradingPlugin:
             if failure.diagnosis is not None and failure.diagnosis not in catalogue:
                 return self._crashed(spec, seconds, CheckConfigError(
                     f"check {item.nodeid} named {failure.diagnosis!r}, which is not in VARIANTS"))
-            return CheckOutcome(spec, False, safe_text(failure.message, 2000), safe_tree(failure.details),
+            return CheckOutcome(spec, False, clipped(failure.message, 2000), bounded_tree(failure.details),
                                 failure.diagnosis, seconds)
         if isinstance(failure, AssertionError):  # a plain assert in a check: its message is for the student
             return CheckOutcome(spec, False, safe_text(failure, 300).split("\n")[0] or "未通过", {}, None, seconds)

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 
 from autograder.intake.reading import CodeCell
-from autograder.recording.results import CellRun
+from autograder.intake.validate import clipped
+from autograder.recording.results import MAX_CELL_ERRORS, MAX_CELL_MESSAGE, CellRun
 from autograder.running.sandbox.environment import SandboxEnvironment
 from autograder.running.sandbox.process import Limits, Reply, Sandbox, SandboxError, SandboxMemoryExceeded
 from autograder.running.sandbox.zygote import Zygote
@@ -55,7 +56,8 @@ class NotebookRun:
         self.sandbox: Sandbox | None = None
         self.skipped: set[int] = set()  # cells that hung or crashed the process
         self.restarts = 0
-        self.cell_runs: list[CellRun] = []
+        self.cell_runs: list[CellRun] = []  # every cell that ran (the replays need them); messages only for the
+        self.failed = 0  # first MAX_CELL_ERRORS failing ones (autograder.recording.results.bounded_cells)
         if self.deadline is None:
             self.deadline = time.monotonic() + self.limits.submission_timeout
         self.memory_exceeded = False  # its processes passed the memory budget: it ends here, nothing runs again
@@ -84,8 +86,14 @@ class NotebookRun:
                 self.cell_runs.append(CellRun(cell.index, cell.grade_id, False, "Timeout", BUDGET_MESSAGE.format(
                     seconds=self.limits.submission_timeout)))
                 continue
-            self.cell_runs.append(self._run_first_time(cell))
+            self.cell_runs.append(self._bounded(self._run_first_time(cell)))
         return self.cell_runs
+
+    def _bounded(self, run: CellRun) -> CellRun:
+        if not run.ok:
+            self.failed += 1
+            run.error_message = clipped(run.error_message, MAX_CELL_MESSAGE) if self.failed <= MAX_CELL_ERRORS else ""
+        return run
 
     def _launch(self):
         self.sandbox = Sandbox(self.environment, self.tier, self.limits, env={"JUPYTERHUB_USER": self.student_id},

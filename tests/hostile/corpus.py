@@ -307,6 +307,16 @@ HUGE_HAND_ANSWER = "rms = 10**400\noutput = [float('inf'), -10**400]"
 SURROGATE_TEXT = ("print(chr(0xDCFF) * 3, 'x' + chr(0xD800))\n"
                   "NOTE = chr(0xDC80)\n"
                   "raise ValueError('bad ' + chr(0xDC80) + chr(0xDBFF))")
+# The reply encoder made compact (it is the student's to patch): a list of 4 million numbers then fits the 8 MiB
+# header and reaches the grader as the typed answer.
+HAND_ANSWER_4_MILLION = """
+import gc, json, types
+for _m in [m for m in gc.get_objects() if isinstance(m, types.ModuleType) and hasattr(m, "_json_dumps")]:
+    _m._json_dumps = lambda h, allow_nan=False: json.dumps(h, separators=(",", ":"))
+rms = [1] * 4_000_000
+"""
+FLOOD_CELLS = 2000  # failing cells (tests/test_bounds.py grades 40,000: a 5 MiB notebook)
+FLOOD_CELL = 'raise ValueError("failing cell " * 200)'  # a 2,600-character message each
 GAMMA_LINE = "        self.gamma = nn.Parameter(torch.ones(d_model))"
 GAMMA_STATE_DICT_LIE = (GAMMA_LINE, GAMMA_LINE.replace("ones", "zeros") + (
     "\n\n    def state_dict(self, *args, **kwargs):\n"
@@ -365,6 +375,10 @@ FORGED = {
     "huge_buffers": (lambda h: struct.pack(">I", len(h)) + h)(json.dumps(
         {"op": "call", "id": 1, "ok": True, "buffers": [2**40],
          "values": {"$dict": [["result", {"$tensor": 0, "dtype": "uint8", "shape": [2**40]}]]}}).encode()),
+    # one 64 MiB buffer named 20 times: each reference decoded to a copy of its own was 1.25 GiB in the grader
+    "aliasing": (lambda h: struct.pack(">I", len(h)) + h + bytes(64 * 1024**2))(json.dumps(
+        {"op": "call", "id": 1, "ok": True, "buffers": [64 * 1024**2],
+         "values": {"$dict": [["result", [{"$tensor": 0, "dtype": "float32", "shape": [16 * 1024**2]}] * 20]]}}).encode()),
     "lying_shape": (lambda h: struct.pack(">I", len(h)) + h + bytes(16))(json.dumps(
         {"op": "call", "id": 1, "ok": True, "buffers": [16],
          "values": {"$dict": [["result", {"$tensor": 0, "dtype": "float32", "shape": [64, 64]}]]}}).encode()),
@@ -615,6 +629,14 @@ CASES = [
          expect=PROBE_BROKEN),
     Case("forged_reply_lying_shape", "a header whose shape disagrees with its buffer", forge("lying_shape"),
          ((12, FORGERY),), expect=PROBE_BROKEN),
+    Case("forged_reply_aliasing", "one 64 MiB buffer named 20 times in a reply's header", forge("aliasing"),
+         ((12, FORGERY),), expect=PROBE_BROKEN),
+    # --- more than the grader keeps: bounded where it enters, the cut said ("…（已截断）")
+    Case("failing_cell_flood", f"{FLOOD_CELLS} failing cells, each with a long message",
+         cells=tuple((-1, FLOOD_CELL) for _ in range(FLOOD_CELLS)),
+         expect=Expect(failed_cells=50, cell_errors=frozenset({"ValueError"}))),  # the first 50 kept, the rest counted
+    Case("hand_answer_4_million_numbers", "the hand answer rms is a list of 4 million numbers (compact encoding)",
+         cells=((-1, HAND_ANSWER_4_MILLION),), expect=Expect(score="<=", message="应该是一个数")),
     # --- broken and edited notebooks (read before any sandbox starts)
     Case("corrupt_json", "a notebook cut short", build=lambda out, ctx: _write(out, b'{"cells": ['), baseline=None,
          expect=Expect(status=ERROR, score="0", message="JSON")),
