@@ -77,16 +77,19 @@ def grade(
                                                         "the strongest that works here)."),
     allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
                                             help="Fall back to rlimits-only isolation if nothing stronger works."),
-    cell_timeout: float = typer.Option(30.0, help="Seconds per notebook cell."),
-    probe_timeout: float = typer.Option(30.0, help="Seconds per check's call into student code."),
+    cell_timeout: float = typer.Option(None, help="Seconds per notebook cell (default: what OUT was graded with, "
+                                                  "else 30)."),
+    probe_timeout: float = typer.Option(None, help="Seconds per check's call into student code (default: what OUT "
+                                                   "was graded with, else 30)."),
     submission_timeout: float = typer.Option(
         None, "--submission-timeout", help="Seconds of wall clock for one whole submission: cells, restarts after a "
                                            "crash, replays and checks (default: c.Autograde.submission_timeout, "
-                                           "else 300)."),
+                                           "else what OUT was graded with, else 300)."),
     convention_credit: float = typer.Option(
-        0.0, min=0.0, max=1.0,
+        None, min=0.0, max=1.0,
         help="Share of a check's points kept when it fails only by another convention (RoPE half-split pairing, "
-             "the chapter's h % num_kv_heads GQA mapping); the report explains the pinned convention either way."),
+             "the chapter's h % num_kv_heads GQA mapping); the report explains the pinned convention either way "
+             "(default: what OUT was graded with, else 0)."),
     run_all_cells: bool = typer.Option(
         False, "--run-all-cells",
         help="Run every cell, as nbgrader does, also the instructor's demo and plot cells a student left unchanged "
@@ -120,7 +123,8 @@ def grade(
                                       "and what would be skipped; grade nothing."),
     accept_new_settings: bool = typer.Option(
         False, "--accept-new-settings",
-        help="Grade under this run's settings even where they differ from OUT/settings.json (which they replace)."),
+        help="Grade under the settings this run is given (options, nbgrader_config.py) where they differ from "
+             "OUT/settings.json (which they replace); settings not given are always OUT's."),
 ):
     """Grade submissions: results.json, grades.csv, one report per student, summary.html, and the gradebook."""
     from autograder.run import GradingRunError, RunOptions, run_grading
@@ -203,9 +207,12 @@ def extension(
             due = gb.due_date(assignment_id)
     except LockedError as exc:
         fail(str(exc))
+    from autograder.reporting.formatting import fmt_duration_words
+
     length = timedelta(days=days, hours=hours)
-    typer.echo(f"{student}: {assignment_id} " + (f"extended by {length}" if length else "extension removed")
-               + (f"; due {due + length} UTC" if due else "; the assignment has no due date yet"))
+    typer.echo(f"{student}: {assignment_id} "
+               + (f"extended by {fmt_duration_words(length.total_seconds())}" if length else "extension removed")
+               + (f"; due {due + length:%Y-%m-%d %H:%M:%S} UTC" if due else "; the assignment has no due date yet"))
 
 
 @app.command()
