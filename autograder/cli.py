@@ -90,23 +90,27 @@ def grade(
                                                         "the strongest that works here)."),
     allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
                                             help="Fall back to rlimits-only isolation if nothing stronger works."),
-    cell_timeout: float = typer.Option(30.0, help="Seconds per notebook cell."),
-    probe_timeout: float = typer.Option(30.0, help="Seconds per check's call into student code."),
+    cell_timeout: float = typer.Option(None, help="Seconds per notebook cell (default: what OUT was graded with, "
+                                                  "else 30)."),
+    probe_timeout: float = typer.Option(None, help="Seconds per check's call into student code (default: what OUT "
+                                                   "was graded with, else 30)."),
     submission_timeout: float = typer.Option(
         None, "--submission-timeout", help="Seconds of wall clock for one whole submission: cells, restarts after a "
                                            "crash, replays and checks (default: c.Autograde.submission_timeout, "
-                                           "else 300)."),
-    memory_budget: str = typer.Option(
-        "4G", "--memory-budget", help="Memory for all of one submission's processes together, e.g. 4G, 1536M; "
-                                      "over it the submission ends with 内存超出限制 and the batch goes on."),
+                                           "else what OUT was graded with, else 300)."),
+    memory_budget: str | None = typer.Option(
+        None, "--memory-budget", help="Memory for all of one submission's processes together, e.g. 4G, 1536M; "
+                                      "over it the submission ends with 内存超出限制 and the batch goes on "
+                                      "(default: what OUT was graded with, else 4G)."),
     memory_guard: str = typer.Option(
         "auto", "--memory-guard", help="How the memory budget is enforced: cgroup (a cgroup per sandbox under the "
                                        "grader's own; needs root and the memory controller), watchdog (the grader "
                                        "sums the submission's PSS), or auto (cgroup where it works)."),
     convention_credit: float = typer.Option(
-        0.0, min=0.0, max=1.0,
+        None, min=0.0, max=1.0,
         help="Share of a check's points kept when it fails only by another convention (RoPE half-split pairing, "
-             "the chapter's h % num_kv_heads GQA mapping); the report explains the pinned convention either way."),
+             "the chapter's h % num_kv_heads GQA mapping); the report explains the pinned convention either way "
+             "(default: what OUT was graded with, else 0)."),
     run_all_cells: bool = typer.Option(
         False, "--run-all-cells",
         help="Run every cell, as nbgrader does, also the instructor's demo and plot cells a student left unchanged "
@@ -140,7 +144,8 @@ def grade(
                                       "and what would be skipped; grade nothing."),
     accept_new_settings: bool = typer.Option(
         False, "--accept-new-settings",
-        help="Grade under this run's settings even where they differ from OUT/settings.json (which they replace)."),
+        help="Grade under the settings this run is given (options, nbgrader_config.py) where they differ from "
+             "OUT/settings.json (which they replace); settings not given are always OUT's."),
 ):
     """Grade submissions: results.json, grades.csv, one report per student, summary.html, and the gradebook."""
     from autograder.run import GradingRunError, RunOptions, run_grading
@@ -157,7 +162,7 @@ def grade(
     if memory_guard not in ("auto", "cgroup", "watchdog"):
         fail(f"unknown memory guard {memory_guard!r}: choose auto, cgroup or watchdog")
     try:
-        budget_bytes = parse_bytes(memory_budget)
+        budget_bytes = None if memory_budget is None else parse_bytes(memory_budget)
     except ValueError as exc:
         fail(str(exc))
     options = RunOptions(assignments=assignments, submissions=submissions, out=out, students=set(student or []),
@@ -230,9 +235,12 @@ def extension(
             due = gb.due_date(assignment_id)
     except LockedError as exc:
         fail(str(exc))
+    from autograder.reporting.formatting import fmt_duration_words
+
     length = timedelta(days=days, hours=hours)
-    typer.echo(f"{student}: {assignment_id} " + (f"extended by {length}" if length else "extension removed")
-               + (f"; due {due + length} UTC" if due else "; the assignment has no due date yet"))
+    typer.echo(f"{student}: {assignment_id} "
+               + (f"extended by {fmt_duration_words(length.total_seconds())}" if length else "extension removed")
+               + (f"; due {due + length:%Y-%m-%d %H:%M:%S} UTC" if due else "; the assignment has no due date yet"))
 
 
 @app.command()

@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import statistics
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,10 +25,11 @@ from autograder.recording.rendered import RecordingFacts, Rendered, checked
 from autograder.recording.cache import grading_key, submission_key
 from autograder.course import course_secret
 from autograder.intake import lms
+from autograder.intake.late import LatePolicy, LatePolicyError
 from autograder.recording import run_settings
 from autograder.assignments import assignment_ids as course_assignments, assignment_of_notebook
 from autograder.recording.class_record import ClassRecord, ClassState, roster_of
-from autograder.intake.discovery import Discovery, DiscoveryError, FoundSubmission, course_root, discover
+from autograder.intake.discovery import Discovery, DiscoveryError, FoundSubmission, Skipped, course_root, discover
 from autograder.running.executors import (WORKER_MEMORY_BYTES, Executor, ExecutorError, in_process, prestart,
                                           run_submissions)
 from autograder.running.jobs import GradingOptions, Submission
@@ -78,12 +79,13 @@ class RunOptions:
     gradebook: Path | None = None
     tier: str | None = None
     allow_weak_sandbox: bool = False
-    cell_timeout: float = 30.0
-    probe_timeout: float = 30.0
-    submission_timeout: float | None = None  # None: c.Autograde.submission_timeout, else 300 s
-    memory_budget: int = Limits.submission_memory_bytes  # bytes, for all of a submission's processes together
+    # None: not given (the run reuses OUT/settings.json's, else the default: 30 s, 30 s, 300 s, 4 GiB, 0)
+    cell_timeout: float | None = None
+    probe_timeout: float | None = None
+    submission_timeout: float | None = None  # None: c.Autograde.submission_timeout, else as the two above
+    memory_budget: int | None = None  # bytes, for all of a submission's processes together
     memory_guard: str = "auto"  # auto, cgroup or watchdog (autograder.running.sandbox.memory)
-    convention_credit: float = 0.0
+    convention_credit: float | None = None
     run_all_cells: bool = False  # run the instructor's unchanged demo cells too, as nbgrader does
     handin: HandInOptions = field(default_factory=HandInOptions)  # late policy and exchange checks (CLI overrides)
     layout: str = "auto"  # nbgrader, flat, canvas, moodle (autograder.intake.discovery), or recognised
@@ -108,6 +110,7 @@ class RunSummary:
     settings_changed: bool = False
     restored: int = 0  # submissions whose auto scores in the gradebook had been changed by something else
     restored_feedback: int = 0  # submissions whose feedback page something else had replaced
+    restored_autograded: int = 0  # submissions whose autograded notebook something else had removed
 
     @property
     def check_bugs(self):
@@ -169,6 +172,9 @@ class RunSummary:
         if self.restored_feedback:
             console.print(f"feedback: restored autograde's reports of {self.restored_feedback} submission(s) that had "
                           "been replaced (e.g. by `nbgrader generate_feedback`)")
+        if self.restored_autograded:
+            console.print(f"autograded: restored the autograded notebooks of {self.restored_autograded} submission(s) "
+                          "that had been removed (e.g. by a refused `nbgrader autograde`); formgrader lists them again")
         pending = [r for r in self.results if r.pending_points]
         if pending:
             console.print(f"pending: {len(pending)} submission(s) have written answers to grade by hand "
@@ -245,11 +251,14 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     students = gradebook_students(gradebook_path)
     roster = roster_of(students, state.added_students)
     discovery = _discover(opts, assignment_ids, out, students, roster)
-    found, id_flags = _validated_ids(discovery.found)
+    found, id_flags, blank = _validated_ids(discovery.found)
     discovery.found = found
+    discovery.skipped.extend(blank)
     if opts.dry_run:
         return RunSummary(out, [], 0, 0, gradebook_path, None, assignment_ids, discovery=discovery)
     record_failures: list[str] = []
+    if not found and not discovery.conflicts and opts.students:
+        raise GradingRunError(_no_such_students(opts, assignment_ids, out, students, roster), exit_code=1)
     if not found and not discovery.conflicts:
         raise GradingRunError(
             f"no submissions of {', '.join(assignment_ids)} in {opts.submissions}: expected nbgrader's layout "
@@ -260,16 +269,42 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     assignments = {a: load_assignment(a) for a in assignment_ids}
     try:
         budget = submission_timeout(course, opts.submission_timeout)
+        handin_settings = load_settings(course, opts.handin)
     except HandInError as exc:
         raise GradingRunError(str(exc)) from None
     try:
         memory.resolve(opts.memory_guard)  # a guard that cannot work here stops the run before anything is graded
     except memory.MemoryGuardUnavailable as exc:
         raise GradingRunError(str(exc)) from None
-    limits = Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout, submission_timeout=budget,
-                    submission_memory_bytes=opts.memory_budget, memory_guard=opts.memory_guard)
-    # how the memory budget is enforced does not change a grade: not part of the regrade key nor of OUT's settings
-    graded_limits = {k: v for k, v in limits.to_dict().items() if k != "memory_guard"}
+    defaults = Limits()
+    limits = Limits(cell_timeout=defaults.cell_timeout if opts.cell_timeout is None else opts.cell_timeout,
+                    probe_timeout=defaults.probe_timeout if opts.probe_timeout is None else opts.probe_timeout,
+                    submission_timeout=budget,
+                    submission_memory_bytes=(defaults.submission_memory_bytes if opts.memory_budget is None
+                                             else opts.memory_budget),
+                    memory_guard=opts.memory_guard)
+    credit = 0.0 if opts.convention_credit is None else opts.convention_credit
+
+    def graded(limits: Limits) -> dict:  # how the memory budget is enforced changes no grade: not in the key
+        return {k: v for k, v in limits.to_dict().items() if k != "memory_guard"}
+
+    try:  # before anything is graded: a run given other settings than OUT's stops here; what it is not given, it reuses
+        settings, settings_changed = run_settings.reconcile(
+            out, run_settings.grade_settings(handin_settings.policy, credit, graded(limits)),
+            _given_settings(opts, course), opts.accept_new_settings)
+        stored_limits = settings["limits"]
+        limits = replace(limits, **{k: float(stored_limits[k])
+                                    for k in ("cell_timeout", "probe_timeout", "submission_timeout")},
+                         submission_memory_bytes=int(stored_limits["submission_memory_bytes"]))
+        credit = float(settings["convention_credit"])
+        handin_settings = replace(handin_settings, policy=LatePolicy(**settings["late_policy"]))
+    except run_settings.SettingsChanged as exc:
+        raise GradingRunError(str(exc)) from None
+    except (LatePolicyError, TypeError, ValueError, KeyError) as exc:  # OUT/settings.json edited by hand
+        raise GradingRunError(f"{out / run_settings.FILE}: {exc}; fix it, or pass the setting (and "
+                              "--accept-new-settings)") from None
+    opts = replace(opts, convention_credit=credit)
+    graded_limits = graded(limits)
     secret = course_secret()
     try:
         tier = tiers.choose(opts.tier, opts.allow_weak_sandbox)
@@ -277,16 +312,6 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
         raise GradingRunError(str(exc)) from None
     keys = {a: grading_key(a, tier, graded_limits, opts.convention_credit, secret, run_all_cells=opts.run_all_cells)
             for a in assignment_ids}
-    try:
-        handin_settings = load_settings(course, opts.handin)
-    except HandInError as exc:
-        raise GradingRunError(str(exc)) from None
-    try:  # before anything is graded: a run under other settings than OUT's stops here
-        settings_changed = run_settings.check_and_store(
-            out, run_settings.grade_settings(handin_settings.policy, opts.convention_credit, graded_limits),
-            opts.accept_new_settings)
-    except run_settings.SettingsChanged as exc:
-        raise GradingRunError(str(exc)) from None
     found_by_key = {(f.student_id, f.assignment_id): f for f in found}
     foreign = {key: _foreign_assignment(f) for key, f in found_by_key.items()}
 
@@ -327,7 +352,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             raise GradingRunError(f"cannot start a grading worker: {exc}") from None
         # the pages this process renders at the end import torch (the mistake catalogue): while the workers start
         threading.Thread(target=_import_reporting, daemon=True).start()
-    from autograder.recording.autograded import write_autograded
+    from autograder.recording.autograded import autograded_missing, write_autograded
     from autograder.recording.gradebook import CourseGradebook
 
     try:
@@ -341,6 +366,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
 
     restored: set[tuple[str, str]] = set()  # submissions whose auto scores something else had changed
     restored_feedback: set[tuple[str, str]] = set()  # ... and whose feedback page something else had replaced
+    restored_autograded: set[tuple[str, str]] = set()  # ... and whose autograded notebook something else had removed
 
     def into_gradebook(gb: "CourseGradebook", result: SubmissionResult) -> None:
         """Not an unmapped LMS id (no student of the course); a student the gradebook did not have is remembered
@@ -484,6 +510,9 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             if feedback_root is not None and _foreign_feedback(feedback_root, stored.result):
                 restored_feedback.add(key)  # `nbgrader generate_feedback` wrote its own page there
                 overwritten = True
+            if course is not None and autograded_missing(course, stored.result):
+                restored_autograded.add(key)  # formgrader lists it as not autograded without it
+                overwritten = True
             handin = assess_handin(stored.result, f, foreign.get(key))
             if release or graded_by_hand or overwritten or handin != stored.result.handin:
                 record(stored.result, stored.notebook_sha256, stored.cache_key)
@@ -501,7 +530,8 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     write_exports(out, record_)
     return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids,
                       executor.usage, record_failures, discovery, record_, settings_changed,
-                      restored=len(restored), restored_feedback=len(restored_feedback))
+                      restored=len(restored), restored_feedback=len(restored_feedback),
+                      restored_autograded=len(restored_autograded))
 
 
 def _update_state(state: ClassState, discovery: Discovery, results: list[SubmissionResult], assignment_ids: list[str],
@@ -547,11 +577,34 @@ def _foreign_assignment(found: FoundSubmission) -> str | None:
     return assignment_of_notebook(ids, found.assignment_id)
 
 
-def _validated_ids(found: list[FoundSubmission]) -> tuple[list[FoundSubmission], dict[tuple[str, str], Flag]]:
+def _no_such_students(opts: RunOptions, assignment_ids: list[str], out: Path, students: dict[str, dict],
+                      roster: list[str]) -> str:
+    """Why `--student` found nothing: those students have no submission there; a few that have one."""
+    asked = ", ".join(sorted(opts.students))
+    try:
+        everyone = _discover(replace(opts, students=set()), assignment_ids, out, students, roster).found
+    except GradingRunError:
+        everyone = []
+    present = sorted({f.student_id for f in everyone if f.student_id.strip()})
+    said = f"--student {asked}: no submission of {', '.join(assignment_ids)} by that student in {opts.submissions}"
+    if not present:
+        return said + ", nor by anyone else"
+    shown = ", ".join(safe_text(p, 100) for p in present[:5]) + (f", ... ({len(present)} in all)"
+                                                                if len(present) > 5 else "")
+    return f"{said}; students with one there: {shown}"
+
+
+def _validated_ids(found: list[FoundSubmission]) -> tuple[list[FoundSubmission], dict[tuple[str, str], Flag],
+                                                          list[Skipped]]:
     """Student ids as found on disk, checked where they enter: one that is not printable UTF-8 is graded under its
-    escaped form and flagged `id`."""
-    checked, flags = [], {}
+    escaped form and flagged `id`; a blank one (spaces only) names no student: that submission is not graded, and
+    said so."""
+    checked, flags, blank = [], {}, []
     for f in found:
+        if f.student_id and not f.student_id.strip():
+            blank.append(Skipped(f.notebook, f"the student id found for it ({f.how or 'its name'}) is blank: "
+                                             "not graded; rename it after the student"))
+            continue
         student_id, escaped = student_id_from_name(f.student_id)
         if escaped:
             f = dataclasses.replace(f, student_id=student_id)
@@ -559,7 +612,32 @@ def _validated_ids(found: list[FoundSubmission]) -> tuple[list[FoundSubmission],
                 FLAG_ID, f"the student id found for this submission is not printable UTF-8; graded as {student_id!r}",
                 f"这份提交的学号不是可打印的 UTF-8 文本，按转义后的学号 {student_id} 评分")
         checked.append(f)
-    return checked, flags
+    return checked, flags, blank
+
+
+def _given_settings(opts: RunOptions, course: Path | None) -> set[str]:
+    """The settings (autograder.recording.run_settings.SETTABLE) this run is given, by an option or the course's
+    nbgrader_config.py; the others are OUT/settings.json's."""
+    from autograder.intake.handin import CONFIG_SECTION, load_course_config
+
+    config = load_course_config(course)
+    section = config[CONFIG_SECTION] if CONFIG_SECTION in config else {}
+    h = opts.handin
+    given = set()
+    if any(v is not None for v in (h.late_policy, h.late_points, h.late_percent, h.late_cap_percent)) or \
+            any(key.startswith("late_") for key in section):
+        given.add("late_policy")
+    if opts.convention_credit is not None:
+        given.add("convention_credit")
+    if opts.cell_timeout is not None:
+        given.add("limits.cell_timeout")
+    if opts.probe_timeout is not None:
+        given.add("limits.probe_timeout")
+    if opts.submission_timeout is not None or "submission_timeout" in section:
+        given.add("limits.submission_timeout")
+    if opts.memory_budget is not None:
+        given.add("limits.submission_memory_bytes")
+    return given
 
 
 def _with_flag(handin: HandIn | None, flag: Flag) -> HandIn:

@@ -194,11 +194,24 @@ def test_a_changed_late_policy_stops_the_run_with_the_difference(courses, tmp_pa
                                                "--accept-new-settings"])
     assert accepted.exit_code == 0, accepted.output
     assert json.loads((course / "grading" / "settings.json").read_text())["late_policy"]["method"] == "fixed"
-    # the README's extension workflow: a plain `grade` afterwards no longer drops the policy silently
+    # the README's extension workflow: a plain `grade` afterwards reuses the stored policy (it is not given)
     plain = grade(course, "rmsnorm")
-    assert plain.exit_code == 2 and "'fixed' (stored) -> 'none' (this run)" in plain.output
-    limits = grade(course, "rmsnorm", extra=["--late-policy", "fixed", "--late-points", "2"])
-    assert limits.exit_code == 0, limits.output  # the same settings again: it runs
+    assert plain.exit_code == 0, plain.output
+    assert "settings changed" not in plain.output
+    assert json.loads((course / "grading" / "settings.json").read_text())["late_policy"] == \
+        {"method": "fixed", "points": 2, "percent": 0, "cap_percent": None}
+    results = json.loads((course / "grading" / "results.json").read_text())
+    assert {r["handin"]["policy"] for r in results if r["assignment"] == "rmsnorm" and r["handin"]} == \
+        {"2 points off if late"}, results
+    again = grade(course, "rmsnorm", extra=["--late-policy", "fixed", "--late-points", "2"])
+    assert again.exit_code == 0, again.output  # the same settings again: it runs
+    # a given, different value still stops; nbgrader_config.py's too
+    other = grade(course, "rmsnorm", extra=["--late-points", "3"])
+    assert other.exit_code == 2 and "late_policy.points: 2 (stored) -> 3 (this run)" in other.output, other.output
+    with open(course / "nbgrader_config.py", "a") as f:
+        f.write("\nc.Autograde.late_policy = 'none'\n")
+    configured = grade(course, "rmsnorm")
+    assert configured.exit_code == 2 and "'fixed' (stored) -> 'none' (this run)" in configured.output
 
 
 def test_an_extension_for_a_student_not_on_the_roster_is_refused(courses):
@@ -211,8 +224,13 @@ def test_an_extension_for_a_student_not_on_the_roster_is_refused(courses):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         with pytest.raises(MissingEntry):
             gb.find_student("alcie")
+    longer = RUNNER.invoke(app, ["extension", "rmsnorm", "alice", "--days", "1", "--hours", "3.5", "--course",
+                                 str(course)])
+    assert longer.exit_code == 0 and "alice: rmsnorm extended by 1 day 3 hours 30 minutes" in longer.output, \
+        longer.output
     ok = RUNNER.invoke(app, ["extension", "rmsnorm", "alice", "--days", "2", "--course", str(course)])
     assert ok.exit_code == 0, ok.output
+    assert "alice: rmsnorm extended by 2 days" in ok.output and "0:00:00" not in ok.output, ok.output
 
 
 def test_a_second_run_stops_while_the_first_completes(courses, tmp_path):

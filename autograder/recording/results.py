@@ -102,6 +102,9 @@ class HandIn:
     """How and when a submission was handed in, and what lateness costs (autograder.intake.handin)."""
 
     submitted_at: str | None = None  # the time used (ISO 8601, UTC), None when unknown
+    # the same time to the microsecond (ISO 8601, naive UTC), as the gradebook stores it: nbgrader's own reading of
+    # timestamp.txt when that is the time used (formgrader compares the two exactly), else the observed time
+    submitted_exact: str | None = None
     time_source: str = "none"  # "timestamp.txt", "exchange" (the collector-observed time) or "none"
     student_timestamp: str | None = None  # what timestamp.txt says (ISO 8601, UTC)
     observed_at: str | None = None  # when the exchange saw it land (ISO 8601, UTC)
