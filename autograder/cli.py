@@ -261,6 +261,26 @@ def report(
     typer.echo(f"re-rendered {count} reports in {out / 'reports'} and {out / 'summary.html'}")
 
 
+@app.command()
+def forget(
+    student: str = typer.Argument(..., help="The student id, as in grades.csv."),
+    assignment: str = typer.Argument(..., help="The assignment id."),
+    out: Path = typer.Option(Path("autograde-out"), "--out", "-o", help="The output folder of an earlier `grade`."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be removed, remove nothing."),
+):
+    """Remove one stored result from OUT (and its submission from the gradebook): the only way a grade leaves the
+    exports. A result whose submission a later run did not find (a partial LMS download) is kept until then."""
+    from autograder.run import GradingRunError, forget as forget_result
+
+    try:
+        lines = forget_result(out, student, assignment, dry_run)
+    except GradingRunError as exc:
+        fail(str(exc), exc.exit_code)
+    for line in lines:
+        typer.echo(line)
+    typer.echo("nothing removed (--dry-run)" if dry_run else f"{student}/{assignment} forgotten; exports rebuilt in {out}")
+
+
 @app.command("lms-grades")
 def lms_grades(
     assignment: str = typer.Argument(..., help="Assignment id whose scores go into the LMS's gradebook."),

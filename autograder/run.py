@@ -139,7 +139,7 @@ class RunSummary:
         """What this run did not grade and why, and what the exports leave out."""
         lines = self.discovery.lines() if self.discovery else []
         if self.record:
-            lines += self.record.lines()
+            lines += self.record.lines(self.out)
         if self.settings_changed:
             lines.append(f"settings changed (--accept-new-settings): {self.out / run_settings.FILE} rewritten")
         return [safe_text(line, 2000) for line in lines]  # file and folder names: any bytes
@@ -752,8 +752,55 @@ def _rerender(out: Path, course: Path | None, notes: list[str]) -> int:
             write_feedback(course / "feedback", result, folder, f"{result.assignment_id}.ipynb", html)
     record = ClassRecord(results, roster, set(state.not_found), state.conflicts)
     write_exports(out, record)
-    notes += record.lines()  # what grades.csv leaves out, as `grade` prints it
+    notes += record.lines(out)  # what grades.csv leaves out and what it keeps unseen, as `grade` prints it
     return len(results)
+
+
+def forget(out: Path, student_id: str, assignment: str, dry_run: bool = False) -> list[str]:
+    """The instructor's explicit removal of one stored result (the only way a result leaves the exports): its
+    results file, its report, its place in OUT/class.json and its submission in the gradebook the last `grade`
+    used; the exports rebuilt. Returns what was (or with `dry_run`, would be) removed."""
+    (assignment_id,) = resolve_assignments([assignment])
+    out = Path(out)
+    try:
+        with run_locks("autograde forget", out):
+            store = ResultStore(out)
+            if store.load(student_id, assignment_id) is None:
+                raise GradingRunError(f"no stored result of {student_id}/{assignment_id} in {out / 'results'}",
+                                      exit_code=1)
+            state = ClassState.load(out)
+            from autograder.recording.outputs import safe_name
+
+            files = [p for p in (store.path(student_id, assignment_id),
+                                 out / "reports" / safe_name(student_id) / f"{assignment_id}.html") if p.exists()]
+            gradebook = Path(state.gradebook) if state.gradebook else None
+            done = [f"removed {p}" for p in files]
+            if gradebook is not None and gradebook.exists():
+                done.append(f"removed {student_id}'s {assignment_id} submission from {gradebook}")
+            if dry_run:
+                return [line.replace("removed", "would remove", 1) for line in done]
+            if gradebook is not None and gradebook.exists():
+                from autograder.recording.gradebook import CourseGradebook
+
+                book = CourseGradebook(gradebook)
+                try:
+                    book.gb.remove_submission(assignment_id, student_id)
+                except Exception:  # nbgrader's MissingEntry: nothing of it in the gradebook
+                    done.pop()
+                finally:
+                    book.close()
+            for path in files:
+                path.unlink()
+            state.not_found = [k for k in state.not_found if tuple(k) != (student_id, assignment_id)]
+            state.conflicts = [c for c in state.conflicts if (c[0], c[1]) != (student_id, assignment_id)]
+            state.save(out)
+            results = store.all()
+            students = gradebook_students(gradebook) if gradebook is not None and gradebook.exists() else {}
+            roster = roster_of(students, state.added_students) if students else list(state.roster)
+            write_exports(out, ClassRecord(results, roster, set(state.not_found), state.conflicts))
+            return done
+    except LockedError as exc:
+        raise GradingRunError(str(exc)) from None
 
 
 def fill_lms_gradebook(out: Path, assignment: str, lms_gradebook: Path, column: str | None = None) -> "lms.FillReport":

@@ -433,10 +433,47 @@ def test_a_conflict_in_a_flat_folder_grades_neither_and_keeps_the_stored_result(
     resolved = RUNNER.invoke(app, args)
     assert resolved.exit_code == 0 and "conflict:" not in resolved.output
     assert grades_table(out)["alice"]["rmsnorm"] == "0"
-    (flat / "bob_rmsnorm.ipynb").unlink()  # a stored result whose notebook is gone: listed, out of grades.csv
+    (flat / "bob_rmsnorm.ipynb").unlink()  # a stored result whose notebook is gone (a partial download): kept, said
     gone = RUNNER.invoke(app, args)
     assert gone.exit_code == 0, gone.output
-    assert "left out of grades.csv: bob/rmsnorm (submission no longer found)" in gone.output
+    assert "kept: bob/rmsnorm was not among the submissions graded last" in gone.output
+    assert f"autograde forget bob rmsnorm --out {out}" in "".join(gone.output.split("\n"))  # the console wraps
     bob = next(r for r in json.loads((out / "results.json").read_text()) if r["student"] == "bob")
-    assert bob["left_out"] == "submission no longer found" and "bob" not in grades_table(out)
-    assert "submission no longer found" in (out / "summary.html").read_text()
+    assert bob["left_out"] is None and grades_table(out)["bob"]["rmsnorm"] == "0"
+    # only the instructor's explicit action removes it: a dry run first, then forget
+    dry = RUNNER.invoke(app, ["forget", "bob", "rmsnorm", "--out", str(out), "--dry-run"])
+    assert dry.exit_code == 0 and "would remove" in dry.output and "bob" in grades_table(out), dry.output
+    forgotten = RUNNER.invoke(app, ["forget", "bob", "rmsnorm", "--out", str(out)])
+    assert forgotten.exit_code == 0, forgotten.output
+    assert "bob" not in grades_table(out) and all(r["student"] != "bob"
+                                                  for r in json.loads((out / "results.json").read_text()))
+    assert not (out / "reports" / "bob" / "rmsnorm.html").exists()
+    again = RUNNER.invoke(app, ["forget", "bob", "rmsnorm", "--out", str(out)])
+    assert again.exit_code == 1 and "no stored result of bob/rmsnorm" in again.output
+    assert "kept:" not in RUNNER.invoke(app, args).output
+
+
+@pytest.mark.parametrize("kind", ["canvas", "moodle"])
+def test_two_group_downloads_into_one_out_keep_every_grade(lms_course, kind):
+    """Moodle group A's download, then group B's (or two Canvas sections; "download selected" is the same) into
+    one OUT: group A's grades stay in grades.csv and in the LMS upload; the run says they were kept, and how to
+    remove one."""
+    whole = (canvas_zip if kind == "canvas" else moodle_zip)(lms_course / f"{kind}-whole.zip")
+    with zipfile.ZipFile(whole) as zf:
+        members = [(name, zf.read(name)) for name in zf.namelist()]
+    groups = {"a": [m for m in members if "Alice" in m[0] or "alice" in m[0].split("_")[0]],
+              "b": [m for m in members if not ("Alice" in m[0] or "alice" in m[0].split("_")[0])]}
+    assert groups["a"] and groups["b"]
+    out = lms_course / f"out-{kind}-groups"
+    layout = ["--layout", "canvas"] if kind == "canvas" else []
+    for group in ("a", "b"):
+        archive = lms_course / f"{kind}-group-{group}.zip"
+        with zipfile.ZipFile(archive, "w") as zf:
+            for name, data in groups[group]:
+                zf.writestr(name, data)
+        done = lms_grade(lms_course, archive, f"{kind}.csv", out.name, *layout)
+        assert done.exit_code == 0, done.output
+    assert "kept: alice/rmsnorm was not among the submissions graded last" in done.output
+    assert grades_table(out)["alice"]["rmsnorm"] == "10"
+    assert {s: row["rmsnorm"] for s, row in grades_table(out).items()} == {"alice": "10", "bob": "10", "carol": "10"}
+    assert_the_lms_gradebook_round_trips(lms_course, kind, out)
