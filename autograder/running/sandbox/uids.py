@@ -199,17 +199,30 @@ def wait_for_releases() -> None:
         thread.join()
 
 
-def acquire() -> UidLease:
+ACQUIRE_WAIT = 30.0  # seconds: how long acquire waits for a uid that is being emptied (released on a thread)
+
+
+def acquire(wait: float = ACQUIRE_WAIT) -> UidLease:
+    """A uid of the pool, locked for the caller; when every uid is held, wait (at most `wait` seconds) for one:
+    the last sandbox's uid is emptied and unlocked on a thread while its worker goes on, so a small pool (or one
+    uid, as some tests force) is briefly all held between two submissions."""
     LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     start = os.getpid() % POOL_SIZE  # spread concurrent workers over the pool
-    for i in range(POOL_SIZE):
-        uid = FIRST_UID + (start + i) % POOL_SIZE
-        fd = os.open(LOCK_DIR / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        purge(uid)  # whatever a crashed grader left behind
-        return UidLease(uid, fd)
+    deadline = time.monotonic() + wait
+    pause = 0.002
+    while True:
+        for i in range(POOL_SIZE):
+            uid = FIRST_UID + (start + i) % POOL_SIZE
+            fd = os.open(LOCK_DIR / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            purge(uid)  # whatever a crashed grader left behind
+            return UidLease(uid, fd)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
     raise UidPoolExhausted(f"all {POOL_SIZE} sandbox uids from {FIRST_UID} are in use")
