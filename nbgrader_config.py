@@ -20,3 +20,17 @@ c.Exchange.root = os.environ.get(
 
 # Only the six assignment notebooks; nothing else in assignments/<id>/ goes to students.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
+
+# nbgrader's own Autograde (formgrader's button, `nbgrader autograde`) would run student code with no sandbox: here it
+# refuses, naming `autograde grade` (autograder/recording/nbgrader_guard.py), before nbgrader's Execute step. The rest
+# is nbgrader 0.9.6's default list. `c.Autograde.allow_unsandboxed_nbgrader = True` lets it run as nbgrader has it.
+c.Autograde.autograde_preprocessors = [
+    "autograder.recording.nbgrader_guard.RefuseUnsandboxed",
+    "nbgrader.preprocessors.Execute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]

@@ -29,7 +29,7 @@ app = typer.Typer(
 
 EXIT_BAD_INPUT = 2  # bad arguments, no such assignment, unreadable folder
 EXIT_NOTHING = 1  # nothing to grade
-EXIT_CHECK_BUG = 3  # every result is written, but a check raised on the reference's output too (a bug of ours)
+EXIT_CHECK_BUG = 3  # every result is written, but a check raised on the reference's output too, or its diagnosis raised (a bug of ours)
 
 
 def _print_version(value: bool):
@@ -44,6 +44,19 @@ def _options(
                                  help="Print the grader version and exit."),
 ):
     """Grade the chapter's assignments (the full line is the app's help: _course_help)."""
+
+
+def parse_bytes(text: str) -> int:
+    """A size such as 4G, 1536M, 512MiB or 1073741824 (bytes); K, M, G are powers of 1024."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text or "", re.IGNORECASE)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (e.g. 4G, 1536M)")
+    value = float(match.group(1)) * 1024 ** " KMGT".index(match.group(2).upper() or " ")
+    if value < 256 * 1024**2:
+        raise ValueError(f"a memory budget of {text} is too small: a sandbox needs at least 256M")
+    return int(value)
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT):
@@ -77,16 +90,27 @@ def grade(
                                                         "the strongest that works here)."),
     allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
                                             help="Fall back to rlimits-only isolation if nothing stronger works."),
-    cell_timeout: float = typer.Option(30.0, help="Seconds per notebook cell."),
-    probe_timeout: float = typer.Option(30.0, help="Seconds per check's call into student code."),
+    cell_timeout: float = typer.Option(None, help="Seconds per notebook cell (default: what OUT was graded with, "
+                                                  "else 30)."),
+    probe_timeout: float = typer.Option(None, help="Seconds per check's call into student code (default: what OUT "
+                                                   "was graded with, else 30)."),
     submission_timeout: float = typer.Option(
         None, "--submission-timeout", help="Seconds of wall clock for one whole submission: cells, restarts after a "
                                            "crash, replays and checks (default: c.Autograde.submission_timeout, "
-                                           "else 300)."),
+                                           "else what OUT was graded with, else 300)."),
+    memory_budget: str | None = typer.Option(
+        None, "--memory-budget", help="Memory for all of one submission's processes together, e.g. 4G, 1536M; "
+                                      "over it the submission ends with 内存超出限制 and the batch goes on "
+                                      "(default: what OUT was graded with, else 4G)."),
+    memory_guard: str = typer.Option(
+        "auto", "--memory-guard", help="How the memory budget is enforced: cgroup (a cgroup per sandbox under the "
+                                       "grader's own; needs root and the memory controller), watchdog (the grader "
+                                       "sums the submission's PSS), or auto (cgroup where it works)."),
     convention_credit: float = typer.Option(
-        0.0, min=0.0, max=1.0,
+        None, min=0.0, max=1.0,
         help="Share of a check's points kept when it fails only by another convention (RoPE half-split pairing, "
-             "the chapter's h % num_kv_heads GQA mapping); the report explains the pinned convention either way."),
+             "the chapter's h % num_kv_heads GQA mapping); the report explains the pinned convention either way "
+             "(default: what OUT was graded with, else 0)."),
     run_all_cells: bool = typer.Option(
         False, "--run-all-cells",
         help="Run every cell, as nbgrader does, also the instructor's demo and plot cells a student left unchanged "
@@ -120,7 +144,8 @@ def grade(
                                       "and what would be skipped; grade nothing."),
     accept_new_settings: bool = typer.Option(
         False, "--accept-new-settings",
-        help="Grade under this run's settings even where they differ from OUT/settings.json (which they replace)."),
+        help="Grade under the settings this run is given (options, nbgrader_config.py) where they differ from "
+             "OUT/settings.json (which they replace); settings not given are always OUT's."),
 ):
     """Grade submissions: results.json, grades.csv, one report per student, summary.html, and the gradebook."""
     from autograder.run import GradingRunError, RunOptions, run_grading
@@ -134,12 +159,19 @@ def grade(
 
     if executor not in ("local", "dask"):
         fail(f"unknown executor {executor!r}: choose local or dask")
+    if memory_guard not in ("auto", "cgroup", "watchdog"):
+        fail(f"unknown memory guard {memory_guard!r}: choose auto, cgroup or watchdog")
+    try:
+        budget_bytes = None if memory_budget is None else parse_bytes(memory_budget)
+    except ValueError as exc:
+        fail(str(exc))
     options = RunOptions(assignments=assignments, submissions=submissions, out=out, students=set(student or []),
                          resume=resume, force=force, workers=workers or default_workers(),
                          executor="dask" if scheduler else executor, scheduler=scheduler,
                          gradebook=gradebook, tier=sandbox, allow_weak_sandbox=allow_weak_sandbox,
                          cell_timeout=cell_timeout, probe_timeout=probe_timeout,
-                         submission_timeout=submission_timeout, convention_credit=convention_credit, handin=handin,
+                         submission_timeout=submission_timeout, memory_budget=budget_bytes,
+                         memory_guard=memory_guard, convention_credit=convention_credit, handin=handin,
                          run_all_cells=run_all_cells,
                          layout=layout, lms_roster=lms_roster, dry_run=dry_run, accept_new_settings=accept_new_settings)
     try:
@@ -160,7 +192,7 @@ def grade(
     summary.print()
     if summary.check_bugs or summary.record_failures:
         typer.secho("error: every other result is written, but the checks above failed on the reference too "
-                    "(or results could not be recorded): fix them and grade again", fg=typer.colors.RED, err=True)
+                    "or in their diagnosis (or results could not be recorded): fix them and grade again", fg=typer.colors.RED, err=True)
         raise typer.Exit(EXIT_CHECK_BUG)
 
 
@@ -203,9 +235,12 @@ def extension(
             due = gb.due_date(assignment_id)
     except LockedError as exc:
         fail(str(exc))
+    from autograder.reporting.formatting import fmt_duration_words
+
     length = timedelta(days=days, hours=hours)
-    typer.echo(f"{student}: {assignment_id} " + (f"extended by {length}" if length else "extension removed")
-               + (f"; due {due + length} UTC" if due else "; the assignment has no due date yet"))
+    typer.echo(f"{student}: {assignment_id} "
+               + (f"extended by {fmt_duration_words(length.total_seconds())}" if length else "extension removed")
+               + (f"; due {due + length:%Y-%m-%d %H:%M:%S} UTC" if due else "; the assignment has no due date yet"))
 
 
 @app.command()
@@ -224,6 +259,26 @@ def report(
     for line in notes:
         typer.echo(line)
     typer.echo(f"re-rendered {count} reports in {out / 'reports'} and {out / 'summary.html'}")
+
+
+@app.command()
+def forget(
+    student: str = typer.Argument(..., help="The student id, as in grades.csv."),
+    assignment: str = typer.Argument(..., help="The assignment id."),
+    out: Path = typer.Option(Path("autograde-out"), "--out", "-o", help="The output folder of an earlier `grade`."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be removed, remove nothing."),
+):
+    """Remove one stored result from OUT (and its submission from the gradebook): the only way a grade leaves the
+    exports. A result whose submission a later run did not find (a partial LMS download) is kept until then."""
+    from autograder.run import GradingRunError, forget as forget_result
+
+    try:
+        lines = forget_result(out, student, assignment, dry_run)
+    except GradingRunError as exc:
+        fail(str(exc), exc.exit_code)
+    for line in lines:
+        typer.echo(line)
+    typer.echo("nothing removed (--dry-run)" if dry_run else f"{student}/{assignment} forgotten; exports rebuilt in {out}")
 
 
 @app.command("lms-grades")

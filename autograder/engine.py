@@ -10,47 +10,30 @@ one submission's failure, whatever it is, becomes that submission's status, neve
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import REPO_ROOT, __version__
+from autograder import __version__
 from autograder.assignments import Assignment, has_hand, load_assignment
 from autograder.checks.plugin import CheckContext, CheckOutcome, GradingPlugin, run_pytest
 from autograder.course import course_secret, student_seed
 from autograder.checks.diagnosis import variants_of
-from autograder.running.notebook_run import NotebookRun, SandboxGaveUp
+from autograder.running.notebook_run import NotebookRun, SandboxGaveUp, budget_text
 from autograder.checks.probes import CheckFailed, StudentCode
 from autograder.intake.reading import UnreadableNotebook, prepare
-from autograder.recording.results import STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult, SubmissionResult
+from autograder.recording.results import (STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult,
+                                          SubmissionResult, bound_size, bounded_cells)
 from autograder.running.sandbox import environment, tiers
-from autograder.running.sandbox.process import Limits, SandboxError
+from autograder.running.jobs import GradingOptions, Submission  # noqa: F401 (the engine's API)
+from autograder.running.sandbox.process import SandboxError
 from autograder.running.sandbox.zygote import Zygote, ZygoteError
-from autograder.intake.validate import safe_text, sanitize_record
+from autograder.intake.validate import CUT, clipped, safe_text, sanitize_record
 from solutions.student_params import student_answers
 
 
 BUDGET_SPENT = ("超时：这份提交用完了 {seconds:g} 秒的总时间预算（所有单元格、重启和检查一起计时）；"
                 "之后的单元格没有运行，剩下的检查记为超时")
+MEMORY_SPENT = "内存超出限制：这份提交的所有进程加起来用了超过 {budget} 的内存，已被终止；之后的单元格没有运行，剩下的检查记为未通过"
 CHECK_BUG_MESSAGE = "这一项检查无法完成：评分程序本身出了问题（不是你的代码的问题），老师会处理，这一项暂记为未通过"
-
-
-@dataclass(frozen=True)
-class GradingOptions:
-    limits: Limits = field(default_factory=Limits)
-    tier: str | None = None  # None: the strongest tier that works here
-    allow_weak_sandbox: bool = False  # accept the rlimits-only tier when nothing stronger works
-    convention_credit: float = 0.0  # share of a check's points kept when it fails only by another convention
-    run_all_cells: bool = False  # also the instructor's demo cells left unchanged (autograder.intake.skipping)
-    secret: bytes | None = None  # None: course_secret()
-    root: Path = REPO_ROOT
-
-
-@dataclass(frozen=True)
-class Submission:
-    notebook: Path
-    assignment_id: str
-    student_id: str
-    recording: dict | None = None  # RecordingFacts as a dict: finish and render the result where it is graded
 
 
 def grade_submission(notebook: str | Path, assignment_id: str, student_id: str,
@@ -90,8 +73,17 @@ def grade_batch(submissions: Iterable[Submission], options: GradingOptions = Gra
     return results
 
 
+MAX_TYPED_ITEMS = 32  # a typed answer is a number, a letter or a few numbers: a longer list is no answer
+TYPED_PREFIX = 8  # ... of which the first numbers are kept, then the cut is said
+MAX_TYPED_CHARS = 200
+
+
 def typed_answers(student: StudentCode, assignment_id: str) -> dict:
-    """The values a student typed for the hand computations (numbers, lists of numbers, letters), else None."""
+    """The values a student typed for the hand computations (numbers, lists of numbers, letters), else None.
+
+    Bounded: a text is cut at MAX_TYPED_CHARS, a list longer than MAX_TYPED_ITEMS (no hand answer is: it is simply
+    wrong, and the hand checks fail it) is kept as its first TYPED_PREFIX numbers and a last entry saying the cut
+    and the length (…（已截断）), so a 4-million-number answer is neither stored nor rendered whole."""
     if not has_hand(assignment_id):
         return {}
     answers = {}
@@ -100,12 +92,23 @@ def typed_answers(student: StudentCode, assignment_id: str) -> dict:
             value = student.variable(name)
         except CheckFailed:
             value = None
-        plain = isinstance(value, (int, float, str)) or (
-            isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value))
-        if isinstance(value, str):
-            value = value[:200]  # a letter or a word; never a megabyte of the student's text in every export
-        answers[name] = (list(value) if isinstance(value, tuple) else value) if plain and not isinstance(value, bool) else None
+        answers[name] = typed_value(value)
     return answers
+
+
+def typed_value(value):
+    """One typed answer as it is stored (see typed_answers)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        return clipped(value, MAX_TYPED_CHARS)  # a letter or a word; never a megabyte of text in every export
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value[:MAX_TYPED_ITEMS + 1]):
+        if len(value) <= MAX_TYPED_ITEMS:
+            return list(value)
+        return list(value[:TYPED_PREFIX]) + [f"{CUT}共 {len(value)} 个数"]
+    return None
 
 
 def failed_result(submission: Submission, assignment: Assignment, tier: str, seed: int,
@@ -157,11 +160,15 @@ class Grader:
             raise  # the sandbox itself cannot run here: the run's failure, not this submission's
         except Exception as exc:  # a bug of ours, or data we did not foresee: this submission's error
             seed = student_seed(self.secret, assignment.id, submission.student_id)
-            result = failed_result(submission, assignment, self.tier, seed,
-                                   f"这份提交无法评分：评分程序出错（{type(exc).__name__}），请联系老师 "
-                                   f"(grader error: {type(exc).__name__}: {safe_text(exc, 300)})")
+            if isinstance(exc, MemoryError):  # the grading process's own memory limit (running.worker.limit_memory)
+                message = ("这份提交无法评分：评它时评分进程的内存超出了限制（你的代码返回的数据太大？），请联系老师 "
+                           "(grader error: MemoryError: the grading process's memory limit was reached)")
+            else:
+                message = (f"这份提交无法评分：评分程序出错（{type(exc).__name__}），请联系老师 "
+                           f"(grader error: {type(exc).__name__}: {safe_text(exc, 300)})")
+            result = failed_result(submission, assignment, self.tier, seed, message)
             result.seconds = time.monotonic() - started
-        return sanitize_record(result)
+        return bound_size(sanitize_record(result))
 
     def _grade(self, submission: Submission, assignment: Assignment, run_checks) -> SubmissionResult:
         """Read (within the submission's budget, which starts here), run, check, score. A result graded with the
@@ -180,7 +187,7 @@ class Grader:
         timings = {"read": round(time.monotonic() - started, 4)}
         result, clean = self._attempt(submission, assignment, run_checks, prepared, prepared.cells, prepared.skipped,
                                       seed, deadline, timings)
-        if prepared.skipped and not clean and time.monotonic() < deadline:
+        if prepared.skipped and clean == "not clean" and time.monotonic() < deadline:
             timings["skipped_attempt"] = round(sum(v for k, v in timings.items() if k != "read"), 4)
             for key in [k for k in timings if k not in ("read", "skipped_attempt")]:
                 timings["skipped_" + key] = timings.pop(key)
@@ -190,9 +197,9 @@ class Grader:
         return result
 
     def _attempt(self, submission: Submission, assignment: Assignment, run_checks, prepared, cells: list,
-                 skipped: list[int], seed: int, deadline: float, timings: dict) -> tuple[SubmissionResult, bool]:
-        """One run of `cells` and the checks: the result, and whether it is clean (every cell that ran succeeded,
-        every check passed, the budget not spent)."""
+                 skipped: list[int], seed: int, deadline: float, timings: dict) -> tuple[SubmissionResult, str]:
+        """One run of `cells` and the checks: the result, and "clean" (every cell that ran succeeded, every check
+        passed), "not clean", or "spent" (the submission's time or memory budget ran out)."""
         result = SubmissionResult(
             student_id=submission.student_id, assignment_id=assignment.id, status=STATUS_GRADED, score=0.0,
             max_score=assignment.max_score, tier=self.tier, seed=seed, grader_version=__version__,
@@ -214,6 +221,7 @@ class Grader:
             except (SandboxGaveUp, SandboxError) as exc:
                 result.cells = run.cell_runs + [CellRun(c.index, c.grade_id, False, "NotRun", str(exc))
                                                 for c in cells[len(run.cell_runs):]]
+            result.cells, result.cell_errors_omitted = bounded_cells(result.cells)
             lap("cells")
             student = StudentCode(run, submission.student_id, assignment.id, seed, self.options.limits.probe_timeout)
             outcomes = run_checks(CheckContext(student, assignment.id, submission.student_id, seed))
@@ -222,18 +230,24 @@ class Grader:
             exhausted = run.exhausted
             if exhausted:
                 result.message = BUDGET_SPENT.format(seconds=self.options.limits.submission_timeout)
+            if run.memory_exceeded:  # issue 21: the submission's processes together passed its memory budget
+                result.message = MEMORY_SPENT.format(budget=budget_text(self.options.limits))
         finally:
             run.close()
             lap("close")
-        crashed = {o.spec.name for o in outcomes if o.crash is not None}
+        # a diagnosis that raised is a check bug whatever the reference does; any other crash asks the reference
+        crashed = {o.spec.name for o in outcomes if o.crash is not None and not o.diagnosis_bug}
         bugs = self._check_bugs(assignment, submission.student_id, seed, crashed, run_checks) if crashed else set()
+        bugs |= {o.spec.name for o in outcomes if o.diagnosis_bug}
         lap("check_bugs")
         result.parts = self._score(assignment, outcomes, prepared, bugs)
         result.written_answers = dict(prepared.written_answers)
         result.skipped_cells = list(skipped)
         result.score = sum(p.score for p in result.parts)
-        clean = not exhausted and all(c.ok for c in result.cells) and all(o.passed for o in outcomes)
-        return result, clean
+        if exhausted or run.memory_exceeded:
+            return result, "spent"  # its time or memory budget is spent: graded again it would only spend it again
+        clean = all(c.ok for c in result.cells) and all(o.passed for o in outcomes)
+        return result, "clean" if clean else "not clean"
 
     def _check_bugs(self, assignment: Assignment, student_id: str, seed: int, names: set[str],
                     run_checks) -> set[str]:
@@ -280,7 +294,9 @@ class Grader:
                 CheckResult(name=o.spec.name, grade_id=part.grade_id, passed=o.passed,
                             points=self._points(assignment, o), max_points=o.spec.points,
                             description=o.spec.description,
-                            message=CHECK_BUG_MESSAGE if o.spec.name in bugs else o.message, details=o.details,
+                            # a diagnosis bug keeps the comparison's own failure message
+                            message=CHECK_BUG_MESSAGE if o.spec.name in bugs and not o.diagnosis_bug else o.message,
+                            details=o.details,
                             diagnosis=o.diagnosis, seconds=o.seconds, crash=o.crash, check_bug=o.spec.name in bugs)
                 for o in outcomes if o.spec.grade_id == part.grade_id
             ]

@@ -14,7 +14,8 @@ up as an uninterrupted run would leave them.
 import contextlib
 import dataclasses
 import statistics
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,11 +25,14 @@ from autograder.recording.rendered import RecordingFacts, Rendered, checked
 from autograder.recording.cache import grading_key, submission_key
 from autograder.course import course_secret
 from autograder.intake import lms
+from autograder.intake.late import LatePolicy, LatePolicyError
 from autograder.recording import run_settings
 from autograder.assignments import assignment_ids as course_assignments, assignment_of_notebook
 from autograder.recording.class_record import ClassRecord, ClassState, roster_of
-from autograder.intake.discovery import Discovery, DiscoveryError, FoundSubmission, course_root, discover
-from autograder.running.executors import Executor, ExecutorError, in_process, run_submissions
+from autograder.intake.discovery import Discovery, DiscoveryError, FoundSubmission, Skipped, course_root, discover
+from autograder.running.executors import (WORKER_MEMORY_BYTES, Executor, ExecutorError, in_process, prestart,
+                                          run_submissions)
+from autograder.running.jobs import GradingOptions, Submission
 from autograder.intake.handin import (HandInError, HandInOptions, HandInSettings, facts as handin_facts, load_settings,
                                      submission_timeout, with_penalty)
 from autograder.recording.locking import LockedError, run_locks
@@ -40,6 +44,7 @@ from autograder.recording.results import (FLAG_ID, FLAG_IDENTITY, FLAG_UNMAPPED,
 from autograder.intake.validate import safe_text, sanitize_record, student_id_from_name
 from autograder.running.sandbox import environment, tiers
 from autograder.running.sandbox.environment import SandboxEnvironmentError
+from autograder.running.sandbox import memory
 from autograder.running.sandbox.limits import Limits
 from autograder.running.sandbox.tiers import SandboxUnavailable
 from autograder.running.sandbox.zygote import Zygote
@@ -66,16 +71,21 @@ class RunOptions:
     students: set[str] = field(default_factory=set)
     resume: bool = False  # kept for scripts: unchanged submissions are never regraded anyway (see `force`)
     force: bool = False  # regrade even what the cache says is unchanged
-    workers: int = 1  # local worker processes (1: grade in this process)
+    workers: int = 1  # local worker processes
+    in_process: bool = False  # tests and the Python API only: one worker's grading done in this process instead
+    worker_memory_bytes: int | None = WORKER_MEMORY_BYTES  # each local worker's memory limit (RLIMIT_DATA)
     executor: str = "local"  # or "dask"
     scheduler: str | None = None  # dask: an existing cluster's scheduler address
     gradebook: Path | None = None
     tier: str | None = None
     allow_weak_sandbox: bool = False
-    cell_timeout: float = 30.0
-    probe_timeout: float = 30.0
-    submission_timeout: float | None = None  # None: c.Autograde.submission_timeout, else 300 s
-    convention_credit: float = 0.0
+    # None: not given (the run reuses OUT/settings.json's, else the default: 30 s, 30 s, 300 s, 4 GiB, 0)
+    cell_timeout: float | None = None
+    probe_timeout: float | None = None
+    submission_timeout: float | None = None  # None: c.Autograde.submission_timeout, else as the two above
+    memory_budget: int | None = None  # bytes, for all of a submission's processes together
+    memory_guard: str = "auto"  # auto, cgroup or watchdog (autograder.running.sandbox.memory)
+    convention_credit: float | None = None
     run_all_cells: bool = False  # run the instructor's unchanged demo cells too, as nbgrader does
     handin: HandInOptions = field(default_factory=HandInOptions)  # late policy and exchange checks (CLI overrides)
     layout: str = "auto"  # nbgrader, flat, canvas, moodle (autograder.intake.discovery), or recognised
@@ -100,11 +110,12 @@ class RunSummary:
     settings_changed: bool = False
     restored: int = 0  # submissions whose auto scores in the gradebook had been changed by something else
     restored_feedback: int = 0  # submissions whose feedback page something else had replaced
+    restored_autograded: int = 0  # submissions whose autograded notebook something else had removed
 
     @property
     def check_bugs(self):
-        """Checks that raised on the reference's output too (bugs of ours), in this run's assignments: the run exits
-        with EXIT_CHECK_BUG."""
+        """Checks that raised on the reference's output too, or whose diagnosis raised (bugs of ours), in this run's
+        assignments: the run exits with EXIT_CHECK_BUG."""
         from autograder.reporting.class_summary import check_bugs
 
         return check_bugs([r for r in self.results if r.assignment_id in self.assignment_ids])
@@ -128,7 +139,7 @@ class RunSummary:
         """What this run did not grade and why, and what the exports leave out."""
         lines = self.discovery.lines() if self.discovery else []
         if self.record:
-            lines += self.record.lines()
+            lines += self.record.lines(self.out)
         if self.settings_changed:
             lines.append(f"settings changed (--accept-new-settings): {self.out / run_settings.FILE} rewritten")
         return [safe_text(line, 2000) for line in lines]  # file and folder names: any bytes
@@ -161,6 +172,9 @@ class RunSummary:
         if self.restored_feedback:
             console.print(f"feedback: restored autograde's reports of {self.restored_feedback} submission(s) that had "
                           "been replaced (e.g. by `nbgrader generate_feedback`)")
+        if self.restored_autograded:
+            console.print(f"autograded: restored the autograded notebooks of {self.restored_autograded} submission(s) "
+                          "that had been removed (e.g. by a refused `nbgrader autograde`); formgrader lists them again")
         pending = [r for r in self.results if r.pending_points]
         if pending:
             console.print(f"pending: {len(pending)} submission(s) have written answers to grade by hand "
@@ -169,9 +183,11 @@ class RunSummary:
             console.print(f"feedback: {self.feedback}/<student>/<assignment>/  (nbgrader release_feedback)")
         for bug in self.check_bugs:
             last = bug.crash.splitlines()[-1] if bug.crash else ""
-            console.print(f"[red]check bug:[/red] {escape(bug.assignment_id)}/{escape(bug.check)} raised on the "
-                          f"reference's output too ({bug.count} submission(s) lost its points): {escape(last)}",
-                          highlight=False)
+            where = ("raised in its diagnosis (a variant, hint or key recogniser; the students got the comparison's "
+                     f"own message) on {bug.count} submission(s)" if bug.in_diagnosis else
+                     f"raised on the reference's output too ({bug.count} submission(s) lost its points)")
+            console.print(f"[red]check bug:[/red] {escape(bug.assignment_id)}/{escape(bug.check)} {where}: "
+                          f"{escape(last)}", highlight=False)
         for failure in self.record_failures:
             console.print(f"[red]not recorded:[/red] {escape(failure)}", highlight=False)
 
@@ -235,11 +251,14 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     students = gradebook_students(gradebook_path)
     roster = roster_of(students, state.added_students)
     discovery = _discover(opts, assignment_ids, out, students, roster)
-    found, id_flags = _validated_ids(discovery.found)
+    found, id_flags, blank = _validated_ids(discovery.found)
     discovery.found = found
+    discovery.skipped.extend(blank)
     if opts.dry_run:
         return RunSummary(out, [], 0, 0, gradebook_path, None, assignment_ids, discovery=discovery)
     record_failures: list[str] = []
+    if not found and not discovery.conflicts and opts.students:
+        raise GradingRunError(_no_such_students(opts, assignment_ids, out, students, roster), exit_code=1)
     if not found and not discovery.conflicts:
         raise GradingRunError(
             f"no submissions of {', '.join(assignment_ids)} in {opts.submissions}: expected nbgrader's layout "
@@ -250,26 +269,49 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     assignments = {a: load_assignment(a) for a in assignment_ids}
     try:
         budget = submission_timeout(course, opts.submission_timeout)
+        handin_settings = load_settings(course, opts.handin)
     except HandInError as exc:
         raise GradingRunError(str(exc)) from None
-    limits = Limits(cell_timeout=opts.cell_timeout, probe_timeout=opts.probe_timeout, submission_timeout=budget)
+    try:
+        memory.resolve(opts.memory_guard)  # a guard that cannot work here stops the run before anything is graded
+    except memory.MemoryGuardUnavailable as exc:
+        raise GradingRunError(str(exc)) from None
+    defaults = Limits()
+    limits = Limits(cell_timeout=defaults.cell_timeout if opts.cell_timeout is None else opts.cell_timeout,
+                    probe_timeout=defaults.probe_timeout if opts.probe_timeout is None else opts.probe_timeout,
+                    submission_timeout=budget,
+                    submission_memory_bytes=(defaults.submission_memory_bytes if opts.memory_budget is None
+                                             else opts.memory_budget),
+                    memory_guard=opts.memory_guard)
+    credit = 0.0 if opts.convention_credit is None else opts.convention_credit
+
+    def graded(limits: Limits) -> dict:  # how the memory budget is enforced changes no grade: not in the key
+        return {k: v for k, v in limits.to_dict().items() if k != "memory_guard"}
+
+    try:  # before anything is graded: a run given other settings than OUT's stops here; what it is not given, it reuses
+        settings, settings_changed = run_settings.reconcile(
+            out, run_settings.grade_settings(handin_settings.policy, credit, graded(limits)),
+            _given_settings(opts, course), opts.accept_new_settings)
+        stored_limits = settings["limits"]
+        limits = replace(limits, **{k: float(stored_limits[k])
+                                    for k in ("cell_timeout", "probe_timeout", "submission_timeout")},
+                         submission_memory_bytes=int(stored_limits["submission_memory_bytes"]))
+        credit = float(settings["convention_credit"])
+        handin_settings = replace(handin_settings, policy=LatePolicy(**settings["late_policy"]))
+    except run_settings.SettingsChanged as exc:
+        raise GradingRunError(str(exc)) from None
+    except (LatePolicyError, TypeError, ValueError, KeyError) as exc:  # OUT/settings.json edited by hand
+        raise GradingRunError(f"{out / run_settings.FILE}: {exc}; fix it, or pass the setting (and "
+                              "--accept-new-settings)") from None
+    opts = replace(opts, convention_credit=credit)
+    graded_limits = graded(limits)
     secret = course_secret()
     try:
         tier = tiers.choose(opts.tier, opts.allow_weak_sandbox)
     except SandboxUnavailable as exc:
         raise GradingRunError(str(exc)) from None
-    keys = {a: grading_key(a, tier, limits.to_dict(), opts.convention_credit, secret, run_all_cells=opts.run_all_cells)
+    keys = {a: grading_key(a, tier, graded_limits, opts.convention_credit, secret, run_all_cells=opts.run_all_cells)
             for a in assignment_ids}
-    try:
-        handin_settings = load_settings(course, opts.handin)
-    except HandInError as exc:
-        raise GradingRunError(str(exc)) from None
-    try:  # before anything is graded: a run under other settings than OUT's stops here
-        settings_changed = run_settings.check_and_store(
-            out, run_settings.grade_settings(handin_settings.policy, opts.convention_credit, limits.to_dict()),
-            opts.accept_new_settings)
-    except run_settings.SettingsChanged as exc:
-        raise GradingRunError(str(exc)) from None
     found_by_key = {(f.student_id, f.assignment_id): f for f in found}
     foreign = {key: _foreign_assignment(f) for key, f in found_by_key.items()}
 
@@ -293,26 +335,38 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
 
     feedback_root = course / "feedback" if course else None
     folders = {(f.student_id, f.assignment_id): f.folder for f in todo}
-    executor = Executor(opts.executor, opts.workers, opts.scheduler)
+    executor = Executor(opts.executor, opts.workers, opts.scheduler, in_process=opts.in_process,
+                        memory_bytes=opts.worker_memory_bytes)
+    grading = GradingOptions(limits=limits, tier=tier, allow_weak_sandbox=opts.allow_weak_sandbox,
+                             convention_credit=opts.convention_credit, run_all_cells=opts.run_all_cells, secret=secret)
     zygote = None
     if todo and in_process(executor, len(todo)):  # grading here: the warm parent starts before the heavy imports
         try:
             zygote = Zygote(environment.locate(), tier, limits.startup_timeout).launch()
         except (SandboxEnvironmentError, OSError) as exc:
             raise GradingRunError(str(exc)) from None
-    from autograder.recording.autograded import write_autograded
-    from autograder.engine import Grader, GradingOptions, Submission
+    elif todo:  # the workers start now: they import torch and warm up while this process does its own imports
+        try:
+            prestart(executor, grading, {f.assignment_id for f in todo}, len(todo))
+        except OSError as exc:
+            raise GradingRunError(f"cannot start a grading worker: {exc}") from None
+        # the pages this process renders at the end import torch (the mistake catalogue): while the workers start
+        threading.Thread(target=_import_reporting, daemon=True).start()
+    from autograder.recording.autograded import autograded_missing, write_autograded
     from autograder.recording.gradebook import CourseGradebook
 
-    grading = GradingOptions(limits=limits, tier=tier, allow_weak_sandbox=opts.allow_weak_sandbox,
-                             convention_credit=opts.convention_credit, run_all_cells=opts.run_all_cells, secret=secret)
     try:
-        grader = Grader(grading, zygote) if zygote is not None else None
+        grader = None
+        if zygote is not None:
+            from autograder.engine import Grader
+
+            grader = Grader(grading, zygote)
     except (SandboxUnavailable, SandboxEnvironmentError) as exc:
         raise GradingRunError(str(exc)) from None
 
     restored: set[tuple[str, str]] = set()  # submissions whose auto scores something else had changed
     restored_feedback: set[tuple[str, str]] = set()  # ... and whose feedback page something else had replaced
+    restored_autograded: set[tuple[str, str]] = set()  # ... and whose autograded notebook something else had removed
 
     def into_gradebook(gb: "CourseGradebook", result: SubmissionResult) -> None:
         """Not an unmapped LMS id (no student of the course); a student the gradebook did not have is remembered
@@ -456,6 +510,9 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             if feedback_root is not None and _foreign_feedback(feedback_root, stored.result):
                 restored_feedback.add(key)  # `nbgrader generate_feedback` wrote its own page there
                 overwritten = True
+            if course is not None and autograded_missing(course, stored.result):
+                restored_autograded.add(key)  # formgrader lists it as not autograded without it
+                overwritten = True
             handin = assess_handin(stored.result, f, foreign.get(key))
             if release or graded_by_hand or overwritten or handin != stored.result.handin:
                 record(stored.result, stored.notebook_sha256, stored.cache_key)
@@ -473,7 +530,8 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     write_exports(out, record_)
     return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids,
                       executor.usage, record_failures, discovery, record_, settings_changed,
-                      restored=len(restored), restored_feedback=len(restored_feedback))
+                      restored=len(restored), restored_feedback=len(restored_feedback),
+                      restored_autograded=len(restored_autograded))
 
 
 def _update_state(state: ClassState, discovery: Discovery, results: list[SubmissionResult], assignment_ids: list[str],
@@ -491,6 +549,14 @@ def _update_state(state: ClassState, discovery: Discovery, results: list[Submiss
                              + [(student_id_from_name(c.student_id)[0], c.assignment_id, safe_text(c.reason, 2000))
                                 for c in discovery.conflicts])
     state.gradebook, state.roster = str(Path(gradebook).resolve()), list(roster)
+
+
+def _import_reporting() -> None:
+    try:
+        import autograder.reporting.class_summary  # noqa: F401
+        import autograder.reporting.student_page  # noqa: F401
+    except Exception:  # imported again where it is used, and fails there with its reason
+        pass
 
 
 def _foreign_assignment(found: FoundSubmission) -> str | None:
@@ -511,11 +577,34 @@ def _foreign_assignment(found: FoundSubmission) -> str | None:
     return assignment_of_notebook(ids, found.assignment_id)
 
 
-def _validated_ids(found: list[FoundSubmission]) -> tuple[list[FoundSubmission], dict[tuple[str, str], Flag]]:
+def _no_such_students(opts: RunOptions, assignment_ids: list[str], out: Path, students: dict[str, dict],
+                      roster: list[str]) -> str:
+    """Why `--student` found nothing: those students have no submission there; a few that have one."""
+    asked = ", ".join(sorted(opts.students))
+    try:
+        everyone = _discover(replace(opts, students=set()), assignment_ids, out, students, roster).found
+    except GradingRunError:
+        everyone = []
+    present = sorted({f.student_id for f in everyone if f.student_id.strip()})
+    said = f"--student {asked}: no submission of {', '.join(assignment_ids)} by that student in {opts.submissions}"
+    if not present:
+        return said + ", nor by anyone else"
+    shown = ", ".join(safe_text(p, 100) for p in present[:5]) + (f", ... ({len(present)} in all)"
+                                                                if len(present) > 5 else "")
+    return f"{said}; students with one there: {shown}"
+
+
+def _validated_ids(found: list[FoundSubmission]) -> tuple[list[FoundSubmission], dict[tuple[str, str], Flag],
+                                                          list[Skipped]]:
     """Student ids as found on disk, checked where they enter: one that is not printable UTF-8 is graded under its
-    escaped form and flagged `id`."""
-    checked, flags = [], {}
+    escaped form and flagged `id`; a blank one (spaces only) names no student: that submission is not graded, and
+    said so."""
+    checked, flags, blank = [], {}, []
     for f in found:
+        if f.student_id and not f.student_id.strip():
+            blank.append(Skipped(f.notebook, f"the student id found for it ({f.how or 'its name'}) is blank: "
+                                             "not graded; rename it after the student"))
+            continue
         student_id, escaped = student_id_from_name(f.student_id)
         if escaped:
             f = dataclasses.replace(f, student_id=student_id)
@@ -523,7 +612,32 @@ def _validated_ids(found: list[FoundSubmission]) -> tuple[list[FoundSubmission],
                 FLAG_ID, f"the student id found for this submission is not printable UTF-8; graded as {student_id!r}",
                 f"这份提交的学号不是可打印的 UTF-8 文本，按转义后的学号 {student_id} 评分")
         checked.append(f)
-    return checked, flags
+    return checked, flags, blank
+
+
+def _given_settings(opts: RunOptions, course: Path | None) -> set[str]:
+    """The settings (autograder.recording.run_settings.SETTABLE) this run is given, by an option or the course's
+    nbgrader_config.py; the others are OUT/settings.json's."""
+    from autograder.intake.handin import CONFIG_SECTION, load_course_config
+
+    config = load_course_config(course)
+    section = config[CONFIG_SECTION] if CONFIG_SECTION in config else {}
+    h = opts.handin
+    given = set()
+    if any(v is not None for v in (h.late_policy, h.late_points, h.late_percent, h.late_cap_percent)) or \
+            any(key.startswith("late_") for key in section):
+        given.add("late_policy")
+    if opts.convention_credit is not None:
+        given.add("convention_credit")
+    if opts.cell_timeout is not None:
+        given.add("limits.cell_timeout")
+    if opts.probe_timeout is not None:
+        given.add("limits.probe_timeout")
+    if opts.submission_timeout is not None or "submission_timeout" in section:
+        given.add("limits.submission_timeout")
+    if opts.memory_budget is not None:
+        given.add("limits.submission_memory_bytes")
+    return given
 
 
 def _with_flag(handin: HandIn | None, flag: Flag) -> HandIn:
@@ -638,8 +752,55 @@ def _rerender(out: Path, course: Path | None, notes: list[str]) -> int:
             write_feedback(course / "feedback", result, folder, f"{result.assignment_id}.ipynb", html)
     record = ClassRecord(results, roster, set(state.not_found), state.conflicts)
     write_exports(out, record)
-    notes += record.lines()  # what grades.csv leaves out, as `grade` prints it
+    notes += record.lines(out)  # what grades.csv leaves out and what it keeps unseen, as `grade` prints it
     return len(results)
+
+
+def forget(out: Path, student_id: str, assignment: str, dry_run: bool = False) -> list[str]:
+    """The instructor's explicit removal of one stored result (the only way a result leaves the exports): its
+    results file, its report, its place in OUT/class.json and its submission in the gradebook the last `grade`
+    used; the exports rebuilt. Returns what was (or with `dry_run`, would be) removed."""
+    (assignment_id,) = resolve_assignments([assignment])
+    out = Path(out)
+    try:
+        with run_locks("autograde forget", out):
+            store = ResultStore(out)
+            if store.load(student_id, assignment_id) is None:
+                raise GradingRunError(f"no stored result of {student_id}/{assignment_id} in {out / 'results'}",
+                                      exit_code=1)
+            state = ClassState.load(out)
+            from autograder.recording.outputs import safe_name
+
+            files = [p for p in (store.path(student_id, assignment_id),
+                                 out / "reports" / safe_name(student_id) / f"{assignment_id}.html") if p.exists()]
+            gradebook = Path(state.gradebook) if state.gradebook else None
+            done = [f"removed {p}" for p in files]
+            if gradebook is not None and gradebook.exists():
+                done.append(f"removed {student_id}'s {assignment_id} submission from {gradebook}")
+            if dry_run:
+                return [line.replace("removed", "would remove", 1) for line in done]
+            if gradebook is not None and gradebook.exists():
+                from autograder.recording.gradebook import CourseGradebook
+
+                book = CourseGradebook(gradebook)
+                try:
+                    book.gb.remove_submission(assignment_id, student_id)
+                except Exception:  # nbgrader's MissingEntry: nothing of it in the gradebook
+                    done.pop()
+                finally:
+                    book.close()
+            for path in files:
+                path.unlink()
+            state.not_found = [k for k in state.not_found if tuple(k) != (student_id, assignment_id)]
+            state.conflicts = [c for c in state.conflicts if (c[0], c[1]) != (student_id, assignment_id)]
+            state.save(out)
+            results = store.all()
+            students = gradebook_students(gradebook) if gradebook is not None and gradebook.exists() else {}
+            roster = roster_of(students, state.added_students) if students else list(state.roster)
+            write_exports(out, ClassRecord(results, roster, set(state.not_found), state.conflicts))
+            return done
+    except LockedError as exc:
+        raise GradingRunError(str(exc)) from None
 
 
 def fill_lms_gradebook(out: Path, assignment: str, lms_gradebook: Path, column: str | None = None) -> "lms.FillReport":

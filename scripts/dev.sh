@@ -115,6 +115,8 @@ case "${1:-}" in
     test)
         setup
         shift
+        # lint first: pyflakes' rules (F, pyproject.toml) with zero findings, or the run fails here
+        python -m ruff check --select F --no-cache autograder solutions tests benchmarks scripts
         # two workers (the machine's cores); a test file stays on one worker, its fixtures shared
         python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"
         ;;

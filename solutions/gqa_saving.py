@@ -13,7 +13,6 @@ h % num_kv_heads instead: also a valid grouping, but not the one pinned here.)
 
 import math
 
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 

@@ -7,7 +7,6 @@ The chapter's homework 3 swapped the two definitions (it called x + SubLayer(Nor
 x + Norm(F(x)) is a third, real variant. Its check `answer in "ABCD"` accepted "" and "AB".
 """
 
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 

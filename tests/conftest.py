@@ -48,3 +48,12 @@ def regenerated_release(tmp_path_factory) -> dict[str, Path]:
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip(ASSIGNMENTS, pool.map(generate, ASSIGNMENTS)))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Figures a test reports for the run's output (record_property("summary_line", ...)): e.g. the coverage of
+    autograder/checks/ by the examples (tests/test_diagnosis_coverage.py); they reach here from xdist's workers too."""
+    lines = [value for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", [])
+             for key, value in getattr(report, "user_properties", []) if key == "summary_line"]
+    for line in dict.fromkeys(lines):
+        terminalreporter.write_line(line)

@@ -12,7 +12,8 @@ from autograder.running.sandbox.process import Limits
 TEST_LIMITS = Limits(cell_timeout=8.0, probe_timeout=8.0, startup_timeout=60.0, grace=2.0,
                      memory_bytes=3 * 1024**3, cpu_seconds=120)
 # Smaller still for the hostile corpus (a dozen endless loops per tier); an honest cell or probe takes < 0.5 s.
-HOSTILE_LIMITS = replace(TEST_LIMITS, cell_timeout=5.0, probe_timeout=5.0, grace=1.0)
+# All of a submission's processes together: 1 GiB (a multi-process memory hog then fits the machine).
+HOSTILE_LIMITS = replace(TEST_LIMITS, cell_timeout=5.0, probe_timeout=5.0, grace=1.0, submission_memory_bytes=1024**3)
 
 
 def edited_notebook(assignment_id: str, edits, out: Path, base: Path | None = None,

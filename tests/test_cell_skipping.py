@@ -416,3 +416,43 @@ def test_a_challenge_cell_that_uses_the_demo_s_names_grades_the_same_both_ways(t
         assert every_cell.score == every_cell.max_score, (name, [(c.name, c.message) for p in every_cell.parts
                                                                  for c in p.checks if not c.passed])
     assert "skipped_attempt" in runs[False]["computed format field"].timings
+
+
+def _hostile_cases_without_the_test_s_listeners():
+    """The hostile corpus's runtime cases that need nothing the hostile test sets up (listeners, a planted
+    course, a marker folder), contained by the tier these tests run under."""
+    from autograder.running.sandbox import tiers
+    from hostile import corpus
+
+    tier = tiers.choose(None, False)
+    timed = {"sleep_forever_in_probe"}  # ends by a probe's timeout: its result depends on the clock, not on skipping
+    return [case for case in corpus.CASES
+            if case.build is None and tier in case.contained_by and case.name not in timed
+            and "Timeout" not in case.expect_for(tier).cell_errors
+            and "@@" not in "".join(new for _, new in case.edits) + "".join(src for _, src in case.cells)]
+
+
+@pytest.mark.slow
+def test_the_whole_corpus_grades_the_same_both_ways(tmp_path):
+    """Every example (references, release, catalogued mistakes, other styles, precision cases: selftest's plan)
+    and the hostile corpus's self-contained cases: check by check the same with the unchanged demo cells skipped
+    as with every cell run. (The demo class and a bench class: the test above.)"""
+    from autograder.examples import notebook_with_edits
+    from autograder.tools.selftest import plan
+    from hostile import corpus
+
+    submissions = [job.submission for job in plan(tmp_path / "examples")]
+    for case in _hostile_cases_without_the_test_s_listeners():
+        path = tmp_path / "hostile" / case.name / f"{corpus.ASSIGNMENT}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(notebook_with_edits(corpus.ASSIGNMENT, list(case.edits), list(case.cells)), path)
+        submissions.append(Submission(path, corpus.ASSIGNMENT, "hostile-" + case.name))
+    assert len(submissions) >= 250
+    runs = {run_all: grade_batch(submissions, GradingOptions(limits=TEST_LIMITS, run_all_cells=run_all))
+            for run_all in (False, True)}
+    # demo cells skipped, in the result kept or in a first attempt graded again with every cell
+    assert sum(1 for r in runs[False] if r.skipped_cells or "skipped_attempt" in r.timings) >= len(submissions) // 2
+    assert sum(1 for r in runs[False] if r.skipped_cells) >= 40
+    different = [(s.notebook.name, s.student_id, a.score, b.score) for s, a, b in zip(submissions, *runs.values())
+                 if a.identity() != b.identity()]
+    assert not different, different

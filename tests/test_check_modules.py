@@ -120,6 +120,63 @@ def test_variants_given_as_a_callable_cost_nothing_when_the_student_is_right():
     assert failed.value.message.endswith(KIT_VARIANTS["kit_test_double"].explanation)
 
 
+# --- diagnosis never breaks a check ---------------------------------------------------------------------
+
+
+def _boom(*_):
+    raise RuntimeError("planted in the diagnosis")
+
+
+@pytest.mark.parametrize("where", ["variants callable", "recogniser", "variant name", "unknown name", "hint",
+                                   "hint not text", "evidence"])
+def test_a_diagnosis_that_raises_leaves_the_comparisons_message_and_is_recorded(where):
+    from autograder.checks import take_diagnosis_crashes
+
+    right = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    wrong = 5 * right
+    with pytest.raises(CheckFailed) as plain:
+        expect_close(wrong, right, F64)
+    take_diagnosis_crashes()
+    arguments = {
+        "variants callable": dict(variants=_boom),
+        "recogniser": dict(variants=[("kit_test_double", _boom)]),
+        "variant name": dict(variants=[(_boom, wrong.clone())]),
+        "unknown name": dict(variants=[("kit_test_no_such_variant", wrong.clone())]),
+        "hint": dict(hint=_boom),
+        "hint not text": dict(hint=lambda actual, expected: 42),
+        "evidence": dict(variants=[("kit_test_double", wrong.clone())], evidence=_boom),
+    }[where]
+    with pytest.raises(CheckFailed) as failed:
+        expect_close(wrong, right, F64, **arguments)
+    assert failed.value.message == plain.value.message and failed.value.diagnosis is None
+    assert "hint" not in failed.value.details
+    crashes = take_diagnosis_crashes()
+    assert len(crashes) == 1 and ("planted in the diagnosis" in crashes[0] or "Error" in crashes[0])
+    assert take_diagnosis_crashes() == []
+    # the same kit, healthy: nothing recorded
+    with pytest.raises(CheckFailed):
+        expect_close(wrong, right, F64, variants=[("kit_test_double", 2 * right)], hint="HINT-TEXT")
+    assert take_diagnosis_crashes() == []
+
+
+def test_a_key_recogniser_that_raises_names_nothing_and_is_recorded():
+    from autograder.checks import take_diagnosis_crashes
+
+    take_diagnosis_crashes()
+    pinned = {"weight": [3, 3]}
+    with pytest.raises(CheckFailed) as plain:
+        expect_parameters({"weight": [3, 3], "bias": [3]}, pinned, "M")
+    with pytest.raises(CheckFailed) as failed:
+        expect_parameters({"weight": [3, 3], "bias": [3]}, pinned, "M",
+                          keys={"kit_test_extra_bias": lambda k: "bias" in k.extra, "kit_test_double": _boom})
+    assert failed.value.message == plain.value.message and failed.value.diagnosis is None
+    assert len(take_diagnosis_crashes()) == 1
+    with pytest.raises(CheckFailed) as named_one:
+        expect_parameters({"weight": [3, 3], "bias": [3]}, pinned, "M",
+                          keys={"kit_test_extra_bias": lambda k: "bias" in k.extra})
+    assert named_one.value.diagnosis == "kit_test_extra_bias" and take_diagnosis_crashes() == []
+
+
 # --- the hint ---------------------------------------------------------------------------------------
 
 
@@ -260,3 +317,76 @@ def test_run_reference_gives_the_gradients_of_an_explicit_backward():
     torch.autograd.backward([module(x2)], [g])
     assert torch.equal(got["input_grads"][0], x2.grad)
     assert all(torch.equal(got["param_grads"][n], p.grad) for n, p in module.named_parameters())
+
+
+# --- a hint says only what its probe established ------------------------------------------------------------
+
+
+def _gradient_failure(param_grad, expected_grad, tol=F64):
+    out = torch.linspace(-1, 1, 6, dtype=torch.float64)
+    run = ModuleRun({"W.weight": [3, 2]}, [], [], None, outputs=out.clone(), input_grads=[],
+                    param_grads={} if param_grad is None else {"W.weight": param_grad})
+    with pytest.raises(CheckFailed) as failed:
+        expect_module_matches(run, {"outputs": out, "input_grads": [], "param_grads": {"W.weight": expected_grad}},
+                              tol, "M")
+    return failed.value.message
+
+
+CUT_OFF_HINT = ".detach()"
+
+
+def test_the_detach_hint_only_for_a_gradient_missing_or_far_off():
+    from autograder.checks import F32
+
+    g = torch.linspace(0.5, 2.0, 6, dtype=torch.float64).reshape(3, 2)
+    # far off: a part of the graph cut off (zero, or half of the gradient missing), or no gradient at all
+    for wrong in (torch.zeros_like(g), 0.5 * g, None):
+        message = _gradient_failure(wrong, g)
+        assert "反向传播不对" in message and CUT_OFF_HINT in message, message
+    # its condition false: off by 0.1% (float64; within float32 rounding it would pass), or by float32-level differences
+    slightly = _gradient_failure(g * (1 + 1e-3), g)
+    assert "反向传播不对" in slightly and CUT_OFF_HINT not in slightly
+    g32 = g.float()
+    float32_level = _gradient_failure(g32 * (1 + 4e-5), g32, F32)
+    assert "反向传播不对" in float32_level and CUT_OFF_HINT not in float32_level, float32_level
+
+
+def test_no_share_rounded_to_zero_next_to_an_error_over_tolerance():
+    right = torch.linspace(1, 2, 10_000, dtype=torch.float64)
+    one_off = right.clone()
+    one_off[1234] += 5.49e-4
+    with pytest.raises(CheckFailed) as failed:
+        expect_close(one_off, right, F64)
+    message = failed.value.message
+    assert "0%" not in message and "1 个元素（共 10000 个，不到 1%）超出容限" in message, message
+    assert failed.value.details["count_outside"] == 1
+    # nor a share rounded up to 100% when one element is right
+    all_but_one = right * 1.01
+    all_but_one[0] = right[0]
+    with pytest.raises(CheckFailed) as most:
+        expect_close(all_but_one, right, F64)
+    assert "100%" not in most.value.message and "9999 个元素（共 10000 个，超过 99%）" in most.value.message
+    with pytest.raises(CheckFailed) as every:
+        expect_close(right * 2, right, F64)
+    assert "全部 10000 个元素都超出容限" in every.value.message
+    half = right.clone()
+    half[::2] *= 2
+    with pytest.raises(CheckFailed) as some:
+        expect_close(half, right, F64)
+    assert "50% 的元素（5000 / 10000）超出容限" in some.value.message
+
+
+def test_the_single_token_hint_is_right_about_the_scaling():
+    """gqa_saving: with one token, a scale applied after the softmax is what the output shows; any other fault is
+    not said to be unrelated to the scaling or the softmax."""
+    from autograder.checks import gqa_saving
+
+    expected = torch.randn(3, 1, 72, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    d_head = 72 // 6
+    after_softmax = gqa_saving.single_token_localisation(expected / d_head ** 0.5, expected, d_head, F64)
+    assert after_softmax == gqa_saving.SCALED_AFTER_SOFTMAX_HINT and "softmax 之后" in after_softmax
+    other = gqa_saving.single_token_localisation(expected.flip(-1), expected, d_head, F64)
+    assert other == gqa_saving.SINGLE_TOKEN_HINT
+    for text in (after_softmax, other):
+        assert "无关" not in text
+    assert "softmax 之后" in other  # the one thing a single token cannot rule out is named

@@ -21,9 +21,8 @@ import zipfile
 from pathlib import Path
 from urllib.parse import unquote
 
-import nbformat
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from autograder.cli import app
 from autograder.recording.locking import LockedError, exclusive
@@ -195,11 +194,24 @@ def test_a_changed_late_policy_stops_the_run_with_the_difference(courses, tmp_pa
                                                "--accept-new-settings"])
     assert accepted.exit_code == 0, accepted.output
     assert json.loads((course / "grading" / "settings.json").read_text())["late_policy"]["method"] == "fixed"
-    # the README's extension workflow: a plain `grade` afterwards no longer drops the policy silently
+    # the README's extension workflow: a plain `grade` afterwards reuses the stored policy (it is not given)
     plain = grade(course, "rmsnorm")
-    assert plain.exit_code == 2 and "'fixed' (stored) -> 'none' (this run)" in plain.output
-    limits = grade(course, "rmsnorm", extra=["--late-policy", "fixed", "--late-points", "2"])
-    assert limits.exit_code == 0, limits.output  # the same settings again: it runs
+    assert plain.exit_code == 0, plain.output
+    assert "settings changed" not in plain.output
+    assert json.loads((course / "grading" / "settings.json").read_text())["late_policy"] == \
+        {"method": "fixed", "points": 2, "percent": 0, "cap_percent": None}
+    results = json.loads((course / "grading" / "results.json").read_text())
+    assert {r["handin"]["policy"] for r in results if r["assignment"] == "rmsnorm" and r["handin"]} == \
+        {"2 points off if late"}, results
+    again = grade(course, "rmsnorm", extra=["--late-policy", "fixed", "--late-points", "2"])
+    assert again.exit_code == 0, again.output  # the same settings again: it runs
+    # a given, different value still stops; nbgrader_config.py's too
+    other = grade(course, "rmsnorm", extra=["--late-points", "3"])
+    assert other.exit_code == 2 and "late_policy.points: 2 (stored) -> 3 (this run)" in other.output, other.output
+    with open(course / "nbgrader_config.py", "a") as f:
+        f.write("\nc.Autograde.late_policy = 'none'\n")
+    configured = grade(course, "rmsnorm")
+    assert configured.exit_code == 2 and "'fixed' (stored) -> 'none' (this run)" in configured.output
 
 
 def test_an_extension_for_a_student_not_on_the_roster_is_refused(courses):
@@ -212,8 +224,13 @@ def test_an_extension_for_a_student_not_on_the_roster_is_refused(courses):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         with pytest.raises(MissingEntry):
             gb.find_student("alcie")
+    longer = RUNNER.invoke(app, ["extension", "rmsnorm", "alice", "--days", "1", "--hours", "3.5", "--course",
+                                 str(course)])
+    assert longer.exit_code == 0 and "alice: rmsnorm extended by 1 day 3 hours 30 minutes" in longer.output, \
+        longer.output
     ok = RUNNER.invoke(app, ["extension", "rmsnorm", "alice", "--days", "2", "--course", str(course)])
     assert ok.exit_code == 0, ok.output
+    assert "alice: rmsnorm extended by 2 days" in ok.output and "0:00:00" not in ok.output, ok.output
 
 
 def test_a_second_run_stops_while_the_first_completes(courses, tmp_path):
@@ -358,7 +375,7 @@ def test_an_lms_download_maps_to_the_roster_replaces_nobody_and_its_gradebook_ro
     assert [f["kind"] for f in results[(unmapped, "rmsnorm")]["handin"]["flags"]] == ["unmapped"]
     assert sorted(grades_table(out)) == ["alice", "bob", "carol"]  # the unmapped id is kept out
     assert "alice_rmsnorm.ipynb" in first.output and "is graded" in first.output  # bob's extra file, skipped
-    assert f"unmapped:" in first.output and unmapped in first.output
+    assert "unmapped:" in first.output and unmapped in first.output
     assert unmapped in (out / "summary.html").read_text()
 
     again = lms_grade(lms_course, archive, roster, out.name, *layout)
@@ -416,10 +433,47 @@ def test_a_conflict_in_a_flat_folder_grades_neither_and_keeps_the_stored_result(
     resolved = RUNNER.invoke(app, args)
     assert resolved.exit_code == 0 and "conflict:" not in resolved.output
     assert grades_table(out)["alice"]["rmsnorm"] == "0"
-    (flat / "bob_rmsnorm.ipynb").unlink()  # a stored result whose notebook is gone: listed, out of grades.csv
+    (flat / "bob_rmsnorm.ipynb").unlink()  # a stored result whose notebook is gone (a partial download): kept, said
     gone = RUNNER.invoke(app, args)
     assert gone.exit_code == 0, gone.output
-    assert "left out of grades.csv: bob/rmsnorm (submission no longer found)" in gone.output
+    assert "kept: bob/rmsnorm was not among the submissions graded last" in gone.output
+    assert f"autograde forget bob rmsnorm --out {out}" in "".join(gone.output.split("\n"))  # the console wraps
     bob = next(r for r in json.loads((out / "results.json").read_text()) if r["student"] == "bob")
-    assert bob["left_out"] == "submission no longer found" and "bob" not in grades_table(out)
-    assert "submission no longer found" in (out / "summary.html").read_text()
+    assert bob["left_out"] is None and grades_table(out)["bob"]["rmsnorm"] == "0"
+    # only the instructor's explicit action removes it: a dry run first, then forget
+    dry = RUNNER.invoke(app, ["forget", "bob", "rmsnorm", "--out", str(out), "--dry-run"])
+    assert dry.exit_code == 0 and "would remove" in dry.output and "bob" in grades_table(out), dry.output
+    forgotten = RUNNER.invoke(app, ["forget", "bob", "rmsnorm", "--out", str(out)])
+    assert forgotten.exit_code == 0, forgotten.output
+    assert "bob" not in grades_table(out) and all(r["student"] != "bob"
+                                                  for r in json.loads((out / "results.json").read_text()))
+    assert not (out / "reports" / "bob" / "rmsnorm.html").exists()
+    again = RUNNER.invoke(app, ["forget", "bob", "rmsnorm", "--out", str(out)])
+    assert again.exit_code == 1 and "no stored result of bob/rmsnorm" in again.output
+    assert "kept:" not in RUNNER.invoke(app, args).output
+
+
+@pytest.mark.parametrize("kind", ["canvas", "moodle"])
+def test_two_group_downloads_into_one_out_keep_every_grade(lms_course, kind):
+    """Moodle group A's download, then group B's (or two Canvas sections; "download selected" is the same) into
+    one OUT: group A's grades stay in grades.csv and in the LMS upload; the run says they were kept, and how to
+    remove one."""
+    whole = (canvas_zip if kind == "canvas" else moodle_zip)(lms_course / f"{kind}-whole.zip")
+    with zipfile.ZipFile(whole) as zf:
+        members = [(name, zf.read(name)) for name in zf.namelist()]
+    groups = {"a": [m for m in members if "Alice" in m[0] or "alice" in m[0].split("_")[0]],
+              "b": [m for m in members if not ("Alice" in m[0] or "alice" in m[0].split("_")[0])]}
+    assert groups["a"] and groups["b"]
+    out = lms_course / f"out-{kind}-groups"
+    layout = ["--layout", "canvas"] if kind == "canvas" else []
+    for group in ("a", "b"):
+        archive = lms_course / f"{kind}-group-{group}.zip"
+        with zipfile.ZipFile(archive, "w") as zf:
+            for name, data in groups[group]:
+                zf.writestr(name, data)
+        done = lms_grade(lms_course, archive, f"{kind}.csv", out.name, *layout)
+        assert done.exit_code == 0, done.output
+    assert "kept: alice/rmsnorm was not among the submissions graded last" in done.output
+    assert grades_table(out)["alice"]["rmsnorm"] == "10"
+    assert {s: row["rmsnorm"] for s, row in grades_table(out).items()} == {"alice": "10", "bob": "10", "carol": "10"}
+    assert_the_lms_gradebook_round_trips(lms_course, kind, out)

@@ -289,3 +289,27 @@ def test_a_manual_score_from_formgrader_survives_a_regrade(graded_course):
         grade = gb.find_grade("rmsnorm_hand", "rmsnorm", "rmsnorm", "carol")
         assert grade.manual_score == 1.5 and grade.auto_score == 0.0 and grade.score == 1.5
         assert gb.find_submission("rmsnorm", "carol").score == 9.5
+
+
+def test_a_blank_student_id_is_a_bad_submission_and_an_unknown_student_is_said_to_have_none(tmp_path):
+    course = tmp_path / "course"
+    for student in ("alice", "   "):
+        folder = course / "submitted" / student / "rmsnorm"
+        folder.mkdir(parents=True)
+        nbformat.write(nbformat.read(source_notebook("rmsnorm"), as_version=4), folder / "rmsnorm.ipynb")
+    args = ["grade", "rmsnorm", "--submissions", str(course / "submitted"), "--out", str(course / "out"), *FAST]
+    dry = RUNNER.invoke(app, [*args, "--dry-run"])
+    assert dry.exit_code == 0 and "1 submission(s) would be graded" in dry.output, dry.output
+    assert "is blank: not graded" in dry.output, dry.output
+
+    nosuch = RUNNER.invoke(app, [*args, "--student", "nosuch"])
+    assert nosuch.exit_code == 1, nosuch.output
+    said = " ".join(nosuch.output.split())
+    assert "--student nosuch: no submission of rmsnorm by that student in" in said, said
+    assert "students with one there: alice" in said and "expected nbgrader's layout" not in said, said
+
+    done = RUNNER.invoke(app, args)
+    assert "is blank: not graded" in done.output, done.output
+    results = json.loads((course / "out" / "results.json").read_text())
+    assert [r["student"] for r in results] == ["alice"]
+    assert "评分程序出错" not in done.output + (course / "out" / "summary.html").read_text()

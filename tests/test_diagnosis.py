@@ -59,3 +59,65 @@ def test_a_mistake_shared_by_gqa_and_mla_has_one_name_and_one_explanation():
             explanations.setdefault(name, set()).add(variant.explanation)
     assert {n: e for n, e in explanations.items() if len(e) > 1} == {}
     assert all(FAMILIES[n].title for n in FAMILIES)
+
+
+# --- diagnosis never breaks a check ------------------------------------------------------------------------------
+
+# an uncatalogued wrong PreNormStack: the branch scaled by a half (no variant matches; the stack hint localises it)
+HALF_BRANCH = next(m for m in mistakes("gradient_flow") if m.name == "prenorm_half_branch").edits
+PRENORM_CHECK = "test_prenorm_forward_backward_float64"
+
+
+def _graded_class(tmp_path, name):
+    from typer.testing import CliRunner
+
+    from autograder.cli import app
+    from autograder.recording.outputs import ResultStore
+
+    submitted = tmp_path / name / "submitted"
+    edited_notebook("gradient_flow", HALF_BRANCH, submitted / "alice" / "gradient_flow" / "gradient_flow.ipynb")
+    out = tmp_path / name / "out"
+    # one worker: the checks run in this process, where the monkeypatch is
+    done = CliRunner().invoke(app, ["grade", "gradient_flow", "--submissions", str(submitted), "--out", str(out),
+                                    "--cell-timeout", "8", "--probe-timeout", "8", "--workers", "1"])
+    result = ResultStore(out).load("alice", "gradient_flow").result
+    return done, {c.name: c for p in result.parts for c in p.checks}, out
+
+
+def test_a_crash_inside_a_hint_keeps_the_comparisons_message_and_is_a_check_bug(tmp_path, monkeypatch):
+    """The stack hint raising on a wrong answer (the reference never runs it): the student gets the comparison's own
+    failure message, unchanged; the check is a check bug, listed in the summary, and the run exits 3."""
+    from autograder.checks import gradient_flow
+
+    healthy, before, out = _graded_class(tmp_path, "healthy")
+    assert healthy.exit_code == 0, healthy.output
+    normal = before[PRENORM_CHECK]
+    hint = normal.details.get("hint")
+    assert not normal.passed and hint and normal.message.endswith("。" + hint) and not normal.check_bug
+    assert not any(c.check_bug for c in before.values())
+
+    calls = []
+
+    def planted(*args, **kwargs):
+        calls.append(args)
+        raise ZeroDivisionError("planted inside the stack hint")
+
+    monkeypatch.setattr(gradient_flow, "localise_stack", planted)
+    done, after, out = _graded_class(tmp_path, "planted")
+    assert calls, "the planted hint never ran"
+    assert done.exit_code == 3, done.output
+    bugs = {name for name, c in after.items() if c.check_bug}
+    assert PRENORM_CHECK in bugs
+    # every check scores as before; those whose hint crashed keep the comparison's own message, without the hint
+    for name, c in after.items():
+        assert (c.passed, c.points) == (before[name].passed, before[name].points), name
+        if name in bugs:
+            shown = before[name].details.get("hint")
+            assert shown and c.message == before[name].message[:-len("。" + shown)], name
+            assert "hint" not in c.details and c.diagnosis is None
+            assert "ZeroDivisionError" in c.crash and "planted inside the stack hint" in c.crash
+        else:
+            assert c.message == before[name].message, name
+    assert "check bug" in done.output and PRENORM_CHECK in done.output and "diagnosis" in done.output
+    summary = (out / "summary.html").read_text(encoding="utf-8")
+    assert "bugs of the grader" in summary and PRENORM_CHECK in summary and "ZeroDivisionError" in summary

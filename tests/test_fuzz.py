@@ -2,15 +2,16 @@
 students. The seed is printed; AUTOGRADE_FUZZ_SEED repeats a run.
 
 Odd data: random JSON shapes and depths (metadata, outputs, whole cells), huge and odd numbers (typed answers,
-returned values), non-UTF-8 bytes and lone surrogates (cell sources, outputs, exception messages, prints,
+returned values, a million-number hand answer), floods of failing cells, a forged reply naming one 64 MiB buffer 20
+times, non-UTF-8 bytes and lone surrogates (cell sources, outputs, exception messages, prints,
 metadata, student ids as folder names). Whatever a notebook holds, the run completes, every submission found has a
-result, every export is written and readable, and the honest students get what they get alone.
+result, every export is written and readable, every result and report is under 4 MiB, and the honest students get what
+they get alone.
 """
 
 import json
 import os
 import random
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,9 @@ from autograder.engine import GradingOptions, grade_submission
 from autograder.examples import notebook_with_edits
 from autograder.run import RunOptions, run_grading
 from autograder.recording.outputs import ResultStore
+from autograder.reporting.student_page import render_report
 from autograder.running.sandbox.limits import Limits
+from hostile.corpus import FORGERY, forge
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +33,7 @@ LIMITS = dict(cell_timeout=4.0, probe_timeout=4.0, submission_timeout=40.0)
 ODD_TEXT = ["\udc80", "\ud800x", "\udfff", "\x00", "\x1b[31m", "\u202e", "零宽\u200b", "😀", "\ufeff", "\r\n",
             "'''", '"""', "\\", "{{ 7*7 }}", "<script>alert(1)</script>", "=1+2;", "%s%n"]
 ODD_NUMBERS = ["10**400", "-10**400", "2**64", "2**53 + 1", "float('nan')", "float('inf')", "-0.0", "1e308 * 10",
-               "True", "None", "[1] * 10000", "'3.14'", "complex(1, 2)", "[[[[[[[[[[1]]]]]]]]]]"]
+               "True", "None", "[1] * 10000", "[0.5] * 1_000_000", "'3.14'", "complex(1, 2)", "[[[[[[[[[[1]]]]]]]]]]"]
 
 
 def odd_text(rng: random.Random) -> str:
@@ -65,9 +68,9 @@ def py_text(text: str) -> str:
 
 def fuzz_notebook(rng: random.Random, index: int) -> bytes:
     """The rmsnorm reference with random odd data; returned as the file's bytes (some not UTF-8 at all)."""
-    cells = []
+    cells, edits = [], []
     for _ in range(rng.randint(1, 4)):
-        choice = rng.randrange(6)
+        choice = rng.randrange(8)
         if choice == 0:
             cells.append((-1, f"raise ValueError({py_text(odd_text(rng))})"))
         elif choice == 1:
@@ -79,9 +82,13 @@ def fuzz_notebook(rng: random.Random, index: int) -> bytes:
                               f"raise Odd()"))
         elif choice == 4:
             cells.append((12, f"def rms_norm(x, gamma, eps=1e-6):\n    return {rng.choice(ODD_NUMBERS)}"))
-        else:
+        elif choice == 5:
             cells.append((-1, f"_ = {json.dumps(odd_json(rng), ensure_ascii=True)!r}"))
-    nb = notebook_with_edits("rmsnorm", [], cells)
+        elif choice == 6:  # a flood of failing cells: more than a result keeps
+            cells += [(-1, f"raise ValueError({py_text(odd_text(rng))} * {rng.randint(1, 3000)})")] * rng.randint(60, 400)
+        elif not edits:  # a forged reply naming one 64 MiB buffer 20 times, sent from inside rms_norm
+            edits, cells = list(forge("aliasing")), cells + [(12, FORGERY)]
+    nb = notebook_with_edits("rmsnorm", edits, cells)
     raw = json.loads(json.dumps(nb))
     for _ in range(rng.randint(0, 3)):  # odd data where nothing runs it: metadata and saved outputs
         cell = rng.choice(raw["cells"])
@@ -144,7 +151,8 @@ def test_every_fuzzed_submission_has_a_result(fuzzed):
     assert not summary.record_failures and not summary.check_bugs, (SEED, summary.record_failures)
     ids = {r.student_id for r in summary.results}
     for result in summary.results:
-        json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")  # storable, always
+        stored = json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")  # storable, always
+        assert len(stored) < 4 * 1024**2 and len(render_report(result).encode("utf-8")) < 4 * 1024**2, SEED
         assert result.status in ("graded", "error") and 0 <= result.score <= result.max_score, SEED
     escaped = [r for r in summary.results if any(f.kind == "id" for f in r.flags)]
     for result in escaped:

@@ -20,7 +20,7 @@ from autograder import REPO_ROOT
 from autograder.engine import GradingOptions, Submission, grade_batch
 from autograder.running.sandbox import tiers
 from grading_helpers import HOSTILE_LIMITS
-from hostile.corpus import (ASSIGNMENT, BASELINES, CASES, ERROR, SECRET_PREFIX, Context, baseline_notebook,
+from hostile.corpus import (ASSIGNMENT, BASELINES, CASES, ERROR, FLOOD_CELLS, SECRET_PREFIX, Context, baseline_notebook,
                             plant_course, submission)
 from hostile.watch import (Listeners, changed_files, leftover_pool_processes, live_children, machine_tiers,
                            tree_fingerprint)
@@ -164,3 +164,21 @@ def test_results_stay_small(run):
     """100 MB of prints, a 50 MB notebook: the stored result is a few kilobytes."""
     for key, result in run.results.items():
         assert len(json.dumps(result.to_dict(), ensure_ascii=False)) < 200_000, key
+
+
+def test_reports_stay_small_and_say_what_they_cut(run):
+    """A report is rendered from the bounded result: under 4 MiB whatever the submission held, and a cut is said."""
+    from autograder.reporting.student_page import render_report
+
+    for key, result in run.results.items():
+        assert len(render_report(result).encode("utf-8")) < 4 * 1024**2, key
+    flood = run.results.get(("case", "failing_cell_flood"))
+    if flood is not None:
+        assert flood.cell_errors_omitted == FLOOD_CELLS - 50, summary(flood)
+        page = render_report(flood)
+        assert f"另有 {FLOOD_CELLS - 50} 个出错的单元格没有列出…（已截断）" in page and f"{FLOOD_CELLS} 个" in page
+    hand = run.results.get(("case", "hand_answer_4_million_numbers"))
+    if hand is not None:
+        rms = hand.hand_answers["rms"]
+        assert rms[:8] == [1] * 8 and len(rms) == 9 and "已截断" in rms[-1] and "4000000" in rms[-1], rms
+        assert "（已截断）" in render_report(hand)

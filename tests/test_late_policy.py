@@ -146,3 +146,35 @@ def test_the_owner_must_be_the_student_and_the_time_what_the_exchange_saw(tmp_pa
     (collected / "timestamp.txt").write_text(utc(now - timedelta(minutes=1)))
     handin = assess(other, collected, None, settings, due=None, extension=None)
     assert [f.kind for f in handin.flags] == ["unverified"] and handin.time_source == "timestamp.txt"
+
+
+def test_a_submission_without_timestamp_txt_is_said_to_have_none(tmp_path):
+    """Absent is not "not a valid time": said only where lateness counts (a due date), and never both."""
+    from autograder.intake.handin import facts
+
+    folder = tmp_path / "submitted" / "alice" / "rmsnorm"
+    folder.mkdir(parents=True)
+    settings = HandInSettings(policy=LatePolicy("fixed", points=4))
+    due = datetime(2026, 11, 30, 12)
+    handin = facts("alice", "rmsnorm", folder, None, settings, due, None)
+    assert [(f.kind, f.message_zh) for f in handin.flags] == [("time", "提交中没有 timestamp.txt，提交时间未知")]
+    assert "valid" not in handin.flags[0].message and handin.submitted_at is None and handin.seconds_late == 0
+    assert facts("alice", "rmsnorm", folder, None, settings, None, None).flags == []  # no due date: nothing to say
+    (folder / "timestamp.txt").write_text("yesterday-ish")
+    unreadable = facts("alice", "rmsnorm", folder, None, settings, due, None)
+    assert [f.message_zh for f in unreadable.flags] == ["提交中的 timestamp.txt 不是一个有效的时间"]
+
+
+def test_the_hand_in_time_keeps_nbgraders_microseconds(tmp_path):
+    """formgrader compares the gradebook's time with its own reading of timestamp.txt exactly."""
+    from nbgrader.utils import parse_utc
+
+    from autograder.intake.handin import facts
+
+    folder = tmp_path / "submitted" / "alice" / "rmsnorm"
+    folder.mkdir(parents=True)
+    (folder / "timestamp.txt").write_text("2026-11-30 18:09:01.654321 Asia/Shanghai")
+    handin = facts("alice", "rmsnorm", folder, None, HandInSettings(), datetime(2026, 12, 1), None)
+    assert datetime.fromisoformat(handin.submitted_exact) == parse_utc("2026-11-30 18:09:01.654321 Asia/Shanghai")
+    assert handin.submitted_exact == "2026-11-30 10:09:01.654321".replace(" ", "T")
+    assert handin.submitted_at == "2026-11-30 10:09:01 UTC"  # what the pages show

@@ -60,6 +60,12 @@ def make_course(root: Path) -> Path:
     return root
 
 
+def allow_unsandboxed_nbgrader(course: Path) -> None:
+    """The course's switch that lets nbgrader's own Autograde run student code (no sandbox): off by default."""
+    with open(course / "nbgrader_config.py", "a", encoding="utf-8") as f:
+        f.write("\nc.Autograde.allow_unsandboxed_nbgrader = True\n")
+
+
 def autograde(course: Path, *extra: str) -> str:
     result = RUNNER.invoke(app, ["grade", ASSIGNMENT, "--submissions", str(course / "submitted"),
                                  "--out", str(course / "out"), *FAST, *extra])
@@ -112,6 +118,7 @@ def test_nbgrader_autograde_and_feedback_work_after_autograde_grade_which_then_r
     assert ours["alice"]["gradient_flow_choice"] == 2.0 and ours["bob"]["gradient_flow_choice"] == 0.0
 
     # the instructor's choice: nbgrader's own autograde (unsandboxed) and feedback, on the same course
+    allow_unsandboxed_nbgrader(course)
     done = nbgrader(course, "autograde", ASSIGNMENT, "--force")
     assert "Notebook failed to validate" not in done.stderr and "does not exist in the database" not in done.stderr
     executed = nbformat.read(course / "autograded" / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
@@ -141,6 +148,7 @@ def test_nbgrader_autograde_and_feedback_work_after_autograde_grade_which_then_r
 def test_the_other_order_nbgrader_first_then_autograde(tmp_path):
     """The order that always worked still does: generate_assignment and nbgrader autograde, then autograde grade."""
     course = make_course(tmp_path / "course")
+    allow_unsandboxed_nbgrader(course)
     nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
     nbgrader(course, "autograde", ASSIGNMENT)
     output = autograde(course)
@@ -323,3 +331,142 @@ def test_a_manual_grade_and_comment_from_formgrader_survive_a_forced_regrade(gra
     assert "Pending (待批改)" in summary.text() and "alice (2 pts)" in summary.text()
     assert "bob (" not in summary.text()
     assert summary.errors == [], summary.errors
+
+
+# --- a class collected through nbgrader's exchange: formgrader lists it as graded; its Autograde refuses ----------
+
+COLLECTED = "rmsnorm"  # no written part: formgrader's status for a graded submission is "graded"
+
+
+def nbgrader_api(course: Path):
+    """nbgrader's own API on the course, configured as formgrader is (the course's nbgrader_config.py)."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    from autograder.intake.handin import load_course_config
+
+    config = load_course_config(course)
+    return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+
+
+def collected_course(root: Path, students: dict[str, nbformat.NotebookNode]) -> Path:
+    """A course whose submissions went the exchange's way: generate and release, each student's `nbgrader submit`
+    (timestamp.txt with microseconds), the instructor's `nbgrader collect`."""
+    root.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", root)
+    shutil.copytree(REPO_ROOT / "assignments" / COLLECTED, root / "assignments" / COLLECTED)
+    exchange = [f"--Exchange.root={root / 'exchange'}"]
+    (root / "exchange").mkdir()
+    (root / "roster.csv").write_text("id,first_name,last_name,email\n" + "".join(
+        f"{s},{s.title()},Test,\n" for s in students))
+    nbgrader(root, "db", "student", "import", "roster.csv")
+    nbgrader(root, "generate_assignment", COLLECTED, "--force")
+    nbgrader(root, "release_assignment", COLLECTED, *exchange)
+    for student, nb in students.items():
+        home = root.parent / f"home-{student}"
+        (home / COLLECTED).mkdir(parents=True)
+        nbformat.write(nb, home / COLLECTED / f"{COLLECTED}.ipynb")
+        nbgrader(home, "submit", COLLECTED, "--course=gpt2-to-modern", f"--student={student}", *exchange)
+    nbgrader(root, "collect", COLLECTED, *exchange)
+    for student in students:
+        stamp = (root / "submitted" / student / COLLECTED / "timestamp.txt").read_text()
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6} UTC", stamp.strip()), stamp
+    return root
+
+
+def grade_collected(course: Path, *extra: str) -> str:
+    result = RUNNER.invoke(app, ["grade", COLLECTED, "--submissions", str(course / "submitted"),
+                                 "--out", str(course / "out"), *FAST, *extra])
+    assert result.exit_code in (0, 1), result.output + repr(result.exception)  # 1: the exchange's owner is root
+    return result.output
+
+
+def test_formgrader_lists_an_exchange_collected_class_as_graded_with_our_scores(tmp_path):
+    gamma_missing = next(m for m in mistakes(COLLECTED) if m.name == "gamma_missing")
+    course = collected_course(tmp_path / "course", {
+        "alice": nbformat.read(source_notebook(COLLECTED), as_version=4),
+        "bob": notebook_with_edits(COLLECTED, gamma_missing.edits)})
+    grade_collected(course)
+    ours = {r["student"]: (r["score"], r["max_score"]) for r in json.loads((course / "out" / "results.json").read_text())}
+    assert set(ours) == {"alice", "bob"} and ours["alice"][0] > ours["bob"][0], ours
+
+    api = nbgrader_api(course)
+    assert api.get_autograded_students(COLLECTED) == {"alice", "bob"}
+    listed = {s["student"]: s for s in api.get_submissions(COLLECTED)}
+    for student, (score, max_score) in ours.items():
+        row = listed[student]
+        assert row["autograded"] and row["submitted"] and not row["needs_manual_grade"], row
+        assert (row["score"], row["max_score"]) == (score, max_score), row
+        # the gradebook's time is nbgrader's own reading of timestamp.txt, to the microsecond
+        stamp = (course / "submitted" / student / COLLECTED / "timestamp.txt").read_text()
+        assert row["timestamp"] == api.get_submitted_timestamp(COLLECTED, student).isoformat(), (row, stamp)
+
+    server = Formgrader(course, tmp_path / "jupyter-server.log")
+    try:
+        served = {s["student"]: s for s in server.api("GET", f"/formgrader/api/submissions/{COLLECTED}")}
+        assert {s: (r["autograded"], r["score"]) for s, r in served.items()} == \
+            {s: (True, score) for s, (score, _) in ours.items()}
+        chromium_path()
+        with Chromium(offline={MATHJAX_CDN: MATHJAX_LOCAL}) as chromium:
+            server.login(chromium)
+            page = chromium.open(server.url(f"/formgrader/manage_submissions/{COLLECTED}"),
+                                 ready="document.querySelectorAll('td.status span.label').length >= 2")
+            text = page.text()
+            assert "needs autograding" not in text, text
+            assert page.evaluate("document.querySelectorAll('td.status span.label-success').length") == 2, text
+            for score, max_score in ours.values():
+                assert f"{score:g} / {max_score:g}" in text, (score, text)
+            assert page.errors == [] and page.blocked == [], (page.errors, page.blocked)
+    finally:
+        server.close()
+
+
+def test_nbgrader_autograde_through_formgrader_is_refused_and_runs_no_student_code(tmp_path):
+    marker = tmp_path / "written-by-student-code"
+    nb = nbformat.read(source_notebook(COLLECTED), as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_code_cell(f"open({str(marker)!r}, 'w').write('ran outside the sandbox')"))
+    course = collected_course(tmp_path / "course", {"mallory": nb})
+    grade_collected(course)
+    assert not marker.exists()  # the sandbox has its own /tmp
+    before = gradebook_scores(course)
+    page = course / "autograded" / "mallory" / COLLECTED / f"{COLLECTED}.ipynb"
+    assert page.is_file()
+
+    server = Formgrader(course, tmp_path / "jupyter-server.log")
+    try:
+        # formgrader's Autograde button: what its page posts
+        reply = server.api("POST", f"/formgrader/api/submission/{COLLECTED}/mallory/autograde", {})
+        assert reply["success"] is False, reply
+        assert "autograde grade" in reply["log"] + reply.get("error", ""), reply
+        assert not marker.exists(), "nbgrader's Autograde ran the student's code"
+        assert gradebook_scores(course) == before
+        listed = {s["student"]: s for s in server.api("GET", f"/formgrader/api/submissions/{COLLECTED}")}
+        assert not listed["mallory"]["autograded"]  # nbgrader removed the autograded/ folder it had made
+    finally:
+        server.close()
+    # the CLI too
+    done = run_nbgrader(["autograde", COLLECTED, "--force"], cwd=course)
+    assert done.returncode != 0 and "autograde grade" in done.stdout + done.stderr, done.stderr[-3000:]
+    assert not marker.exists() and gradebook_scores(course) == before
+
+    # the next `autograde grade` writes the autograded notebook again: formgrader lists it graded
+    output = grade_collected(course)
+    assert "restored the autograded notebooks of 1 submission(s)" in " ".join(output.split()), output
+    assert page.is_file() and nbgrader_api(course).get_autograded_students(COLLECTED) == {"mallory"}
+
+    # the switch restores nbgrader's own behaviour: then its kernel runs the student's code, marker and all
+    allow_unsandboxed_nbgrader(course)
+    nbgrader(course, "autograde", COLLECTED, "--force")
+    assert marker.read_text() == "ran outside the sandbox"
+
+
+def test_the_course_config_puts_the_guard_before_nbgraders_own_autograde_steps():
+    """nbgrader_config.py's list is the guard, then nbgrader 0.9.6's default list unchanged."""
+    from nbgrader.converters.autograde import Autograde
+    from traitlets.utils.importstring import import_item
+
+    from autograder.intake.handin import load_course_config
+    from autograder.recording.nbgrader_guard import RefuseUnsandboxed
+
+    listed = load_course_config(REPO_ROOT).Autograde.autograde_preprocessors
+    assert [import_item(p) for p in listed] == [RefuseUnsandboxed, *Autograde.class_traits()["autograde_preprocessors"].default()]

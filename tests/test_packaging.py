@@ -64,3 +64,21 @@ def test_version_option():
     for args in (["--version"], ["version"]):
         done = subprocess.run([str(autograde), *args], capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and done.stdout.strip() == __version__, done.stderr
+
+
+LINTED = ("autograder", "solutions", "tests", "benchmarks", "scripts")
+
+
+def test_lint_comes_with_the_test_extra_and_runs_before_the_tests():
+    _, extras = declared()
+    assert {"ruff", "coverage"} <= extras["test"]
+    dev = (REPO_ROOT / "scripts" / "dev.sh").read_text()
+    lint = f"python -m ruff check --select F --no-cache {' '.join(LINTED)}"
+    assert lint in dev and dev.index(lint) < dev.index("python -m pytest -n")
+    assert "set -euo pipefail" in dev  # a finding fails the run there
+
+
+def test_pyflakes_rules_find_nothing():
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--select", "F", "--no-cache", *LINTED],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

@@ -1,36 +1,94 @@
-"""An exception raised inside a probe may carry the hidden inputs (f"x={x.tolist()}"): the report shows its type,
-the line in the student's cell, and the message with every number and bracketed sequence replaced by "…"."""
+"""An exception raised inside a probe may carry the hidden inputs (f"x={x.tolist()}", or the same values spelled
+in words): the report shows its type, the line in the student's cell, and its message only when it is one of
+torch's shape or dtype errors, written again by the grader from sizes it can account for and dtype names;
+any other message is withheld with a fixed sentence (autograder.checks.exception_text)."""
 
 import json
 import re
 
 import pytest
+import torch
 
+from autograder.checks.exception_text import (UNKNOWN_TYPE, WITHHELD, known_type, shown_message,
+                                              shown_shape_mismatch, sizes_of)
 from autograder.engine import GradingOptions, grade_submission
-from autograder.checks.probes import scrubbed
+from autograder.reporting.student_page import render_report
 from grading_helpers import TEST_LIMITS, edited_notebook
 
 RETURN_LINE = "return (xc / rms * gamma.to(compute_dtype)).to(x.dtype)"
 LEAK = "raise ValueError(f'bad input x={x.tolist()} gamma={gamma.tolist()} eps={eps} shape={tuple(x.shape)}')"
+# the hidden inputs spelled with letters: no digit, no bracket (the old scrub let this through whole)
+WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "zero")
+SPELLED = ("SPELLED = {'0': 'zero', '1': 'one', '2': 'two', '3': 'three', '4': 'four', '5': 'five', '6': 'six', "
+           "'7': 'seven', '8': 'eight', '9': 'nine', '.': 'point', '-': 'minus', 'e': 'exp'}\n"
+           "def spell(values):\n"
+           "    return ' and '.join(' '.join(SPELLED.get(ch, 'x') for ch in repr(v)) for v in values)\n")
+LEAK_IN_WORDS = "raise ValueError('LEAK' + 'WORDS ' + spell(x.flatten().tolist()[:20]) + ' eps ' + spell([eps]))"
+SHAPE_ERROR = "return x.reshape(-1, x.shape[-1]) @ gamma.reshape(1, -1)"  # (N x d) @ (1 x d): a real shape error
 
 
-@pytest.mark.parametrize("message, shown", [
-    ("x=[[0.25, -1.5e-3], [7, 8]] ok", "x=… ok"),
-    ("shape (2, 3, 4) vs {1: 2}", "shape … vs …"),
-    ("value 0.123456789 and -42 and 3e8 and nan", "value … and … and … and …"),
-    ("no numbers here", "no numbers here"),
+def torch_message(fn) -> str:
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - the message is the point
+        return str(exc)
+    raise AssertionError("no error")
+
+
+X = torch.ones(3, 5, 24)
+
+
+@pytest.mark.parametrize("make, values", [
+    (lambda: X.reshape(-1, 24) @ torch.ones(1, 24), (X, torch.ones(24))),
+    (lambda: torch.ones(3, 4) + torch.ones(3, 5), (torch.ones(3, 4), torch.ones(3, 5))),
+    (lambda: torch.ones(3, 4).double() @ torch.ones(4, 2), (torch.ones(3, 4), torch.ones(4, 2))),
+    (lambda: torch.nn.functional.linear(torch.ones(3, 4).double(), torch.ones(2, 4)), (torch.ones(3, 4),)),
+    (lambda: torch.ones(3, 4).view(5, 3), (torch.ones(3, 4), 5)),
+    (lambda: torch.ones(3, 4).sum(dim=3), (torch.ones(3, 4),)),
+    (lambda: torch.cat([torch.ones(3, 4), torch.ones(2, 5)]), (torch.ones(3, 4), torch.ones(2, 5))),
+    (lambda: torch.ones(3).backward(), ()),
 ])
-def test_scrubbed_messages(message, shown):
-    assert scrubbed(message) == shown
+def test_torch_shape_and_dtype_errors_are_shown_as_torch_says_them(make, values):
+    message = torch_message(make)
+    assert shown_message(message, sizes_of(*values)) == message
 
 
-def test_scrubbed_is_short():
-    assert len(scrubbed("word " * 100)) <= 120
+def test_a_size_the_grader_cannot_account_for_is_a_question_mark():
+    forged = "The size of tensor a (125) must match the size of tensor b (4) at non-singleton dimension 1"
+    assert shown_message(forged, sizes_of(torch.ones(3, 4))) == (
+        "The size of tensor a (?) must match the size of tensor b (4) at non-singleton dimension 1")
+    assert shown_message("shape '[125, 3]' is invalid for input of size 12", sizes_of(torch.ones(3, 4))) == (
+        "shape '[?, 3]' is invalid for input of size 12")
+    assert shown_message("expected scalar type one point two five but found Float", frozenset()) == WITHHELD
+
+
+@pytest.mark.parametrize("message", [
+    "bad input x=[[0.25, -1.5e-3], [7, 8]]", "one point two five and minus three", "no numbers here", "",
+    "mat1 and mat2 shapes cannot be multiplied (15x24 and 1x24) one point two five",  # a template with a tail
+    "The size of tensor a (4) must match the size of tensor b (5) at non-singleton dimension 1 or five",
+])
+def test_any_other_message_is_withheld(message):
+    assert shown_message(message, sizes_of(torch.ones(15, 24), torch.ones(4, 5))) == WITHHELD
+
+
+def test_exception_types_are_shown_only_when_they_are_python_or_torch_names():
+    assert known_type("RuntimeError") == "RuntimeError" and known_type("ValueError") == "ValueError"
+    assert known_type("one_point_two_five") == UNKNOWN_TYPE and known_type("OnePointTwoFive") == UNKNOWN_TYPE
+
+
+def test_the_runners_shape_mismatch_is_written_again_or_not_at_all():
+    assert shown_shape_mismatch("[3, 5] vs [3, 4]") == "[3, 5] vs [3, 4]"
+    assert shown_shape_mismatch("[3, 5] vs one point two five") is None
+
+
+def grade(tmp_path, name, edits, cells=()):
+    notebook = edited_notebook("rmsnorm", edits, tmp_path / name / "rmsnorm.ipynb", extra_cells=list(cells))
+    result = grade_submission(notebook, "rmsnorm", "alice", GradingOptions(limits=TEST_LIMITS))
+    return result, json.dumps(result.to_dict(), ensure_ascii=False), render_report(result)
 
 
 def test_a_probe_exception_shows_none_of_the_inputs_digits(tmp_path):
-    notebook = edited_notebook("rmsnorm", [(RETURN_LINE, LEAK)], tmp_path / "rmsnorm.ipynb")
-    result = grade_submission(notebook, "rmsnorm", "alice", GradingOptions(limits=TEST_LIMITS))
+    result, _, _ = grade(tmp_path, "digits", [(RETURN_LINE, LEAK)])
     failed = [c for p in result.parts for c in p.checks if not c.passed and "ValueError" in c.message]
     assert failed, [c.message for p in result.parts for c in p.checks]
     for check in failed:
@@ -38,5 +96,36 @@ def test_a_probe_exception_shows_none_of_the_inputs_digits(tmp_path):
         assert where and "raise ValueError" in where.group(3), check.message
         rest = check.message.replace(where.group(0), "")
         assert not re.search(r"\d", rest), check.message  # no digit of the inputs, eps or shapes
+        assert WITHHELD in rest and "bad input" not in rest, check.message
         stored = json.dumps(check.details, ensure_ascii=False)
         assert not re.search(r"\d", stored.replace(where.group(0)[1:-1], "")), stored
+
+
+def test_hidden_values_spelled_in_words_never_reach_the_report(tmp_path):
+    result, stored, page = grade(tmp_path, "words", [(RETURN_LINE, LEAK_IN_WORDS)], [(3, SPELLED)])
+    failed = [c for p in result.parts for c in p.checks if not c.passed and "ValueError" in c.message]
+    assert failed, [c.message for p in result.parts for c in p.checks]
+    assert all(WITHHELD in c.message for c in failed), [c.message for c in failed]
+    for text in (stored, page):
+        assert "LEAKWORDS" not in text  # the source line shown says 'LEAK' + 'WORDS': the message would say LEAKWORDS
+        assert not re.search(r"\b(?:one|two|three|four|five|six|seven|eight|nine|zero) (?:point|and)\b", text)
+
+
+def test_a_real_shape_error_still_shows_a_useful_message(tmp_path):
+    result, _, page = grade(tmp_path, "shape", [(RETURN_LINE, SHAPE_ERROR)])
+    failed = [c for p in result.parts for c in p.checks if not c.passed and "RuntimeError" in c.message]
+    assert failed, [c.message for p in result.parts for c in p.checks]
+    shown = [re.search(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and 1x(\d+)\)", c.message)
+             for c in failed]
+    assert all(shown), [c.message for c in failed]
+    assert all(m.group(2) == m.group(3) for m in shown), [c.message for c in failed]
+    assert "mat1 and mat2 shapes cannot be multiplied" in page
+
+
+def test_a_type_name_the_student_chose_is_not_shown():
+    from autograder.checks.probes import UNKNOWN_OTHER_TYPE, describe_value
+    from autograder.running.sandbox.wire import Unsupported
+
+    assert describe_value(Unsupported("numpy.ndarray")) == "numpy.ndarray"
+    assert describe_value(Unsupported("__main__.one_point_two_five")) == UNKNOWN_OTHER_TYPE
+    assert describe_value([1]) == "list"

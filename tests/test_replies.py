@@ -121,3 +121,38 @@ def test_safe_text_and_tree():
 ])
 def test_student_ids_that_are_not_printable_utf8_are_escaped_and_flagged(name, expected, flagged):
     assert student_id_from_name(name) == (expected, flagged)
+
+
+def test_a_buffer_named_twice_is_refused():
+    tensor = {"$tensor": 0, "dtype": "float32", "shape": [2]}
+    with pytest.raises(ReplyError, match="second time"):
+        parse_reply_frame(frame(dict(OK, values={"$dict": [["result", [tensor, tensor]]]}), [b"\0" * 8]), 7)
+
+
+ALIASING = """
+import json, resource, struct, sys
+from autograder.running.sandbox.reply import ReplyError, parse_reply_frame
+size = 64 * 1024**2
+ref = {"$tensor": 0, "dtype": "float32", "shape": [size // 4]}  # 16 Mi elements: under the per-tensor cap
+header = json.dumps({"op": "call", "id": 7, "ok": True, "buffers": [size],
+                     "values": {"$dict": [["result", [ref] * 20]]}}).encode()
+frame = struct.pack(">I", len(header)) + header + bytes(size)
+try:
+    parse_reply_frame(frame, 7)
+    outcome = "decoded"
+except ReplyError as exc:
+    outcome = "refused: " + str(exc)
+print(json.dumps({"outcome": outcome, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def test_a_forged_reply_naming_one_64_mib_buffer_20_times_is_refused_and_memory_stays_low():
+    """Each reference would decode to a copy of its own: 1.25 GiB from a 64 MiB frame. Measured in a fresh process."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", ALIASING], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["outcome"].startswith("refused") and "second time" in report["outcome"], report
+    assert report["peak_kib"] < 1.25 * 1024**2, report  # KiB: under 1.25 GiB (about 0.5 GiB here)

@@ -5,7 +5,6 @@ import csv
 import html
 import importlib.util
 import re
-import shutil
 import tomllib
 from html.parser import HTMLParser
 

@@ -45,3 +45,27 @@ def test_a_broken_settings_file_is_a_clear_error(tmp_path):
         check_and_store(tmp_path, settings())
     assert check_and_store(tmp_path, settings(), accept_new=True) is True  # replaced
     assert json.loads((tmp_path / "settings.json").read_text()) == settings()
+
+
+def test_a_setting_not_given_is_the_stored_one_and_only_a_given_difference_stops(tmp_path):
+    from autograder.recording.run_settings import SETTABLE, reconcile
+
+    graded = grade_settings(LatePolicy("fixed", points=2), 0.5, Limits(cell_timeout=8).to_dict())
+    assert reconcile(tmp_path, graded, set(SETTABLE)) == (graded, False)
+    defaults = grade_settings(LatePolicy(), 0.0, Limits().to_dict())  # a plain run: nothing given
+    settings, changed = reconcile(tmp_path, defaults, set())
+    assert (settings, changed) == (graded, False)
+    # given: the late policy only (another one) -> stops, naming it; the rest stays stored
+    other = grade_settings(LatePolicy("percent_per_day", percent=10), 0.0, Limits().to_dict())
+    with pytest.raises(SettingsChanged) as stop:
+        reconcile(tmp_path, other, {"late_policy"})
+    assert "late_policy.method: 'fixed' (stored) -> 'percent_per_day' (this run)" in str(stop.value)
+    assert "cell_timeout" not in str(stop.value) and "convention_credit" not in str(stop.value)
+    settings, changed = reconcile(tmp_path, other, {"late_policy"}, accept_new=True)
+    assert changed and settings["late_policy"]["method"] == "percent_per_day"
+    assert settings["limits"]["cell_timeout"] == 8 and settings["convention_credit"] == 0.5
+    assert json.loads((tmp_path / "settings.json").read_text()) == settings
+    # the grader's own limits are never "not given": a new one still shows as a difference
+    newer = grade_settings(LatePolicy(), 0.0, Limits(processes=32).to_dict())
+    with pytest.raises(SettingsChanged, match=r"limits.processes: 64 \(stored\) -> 32 \(this run\)"):
+        reconcile(tmp_path, newer, set())

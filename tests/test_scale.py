@@ -49,7 +49,7 @@ def graded(submissions, executor: Executor) -> dict:
 
 def test_worker_processes_and_dask_grade_exactly_as_one_process(tmp_path):
     submissions = small_class(tmp_path)
-    alone = graded(submissions, Executor("local", workers=1))
+    alone = graded(submissions, Executor("local", workers=1, in_process=True))
     scores = {key: json.loads(value)["score"] for key, value in alone.items()}
     assert scores[("ana", "rmsnorm")] == 10 and scores[("cai", "rmsnorm")] == 0  # the class is what it says
     assert 0 < scores[("ben", "rmsnorm")] < 10 and json.loads(alone[("dan", "rmsnorm")])["status"] == "error"

@@ -27,9 +27,14 @@ The diagnosis is an argument of the comparison, never an `except CheckFailed` in
   per part by expect_float64_precision).
 - `keys`: for modules, a table of recognisers `{variant name: rule(ParamKeys) -> bool}` naming a mistake seen in
   the parameter names (expect_parameters, expect_weights_loaded); the same one-name rule.
+
+Diagnosis never breaks a check: an exception inside variants, a hint or a key recogniser (or an unknown variant
+name) leaves the comparison's own failure message to the student, names nothing, and is recorded
+(take_diagnosis_crashes); the plugin reports the check as a check bug whatever the reference does.
 """
 
 import math
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -47,6 +52,7 @@ __all__ = [
     "FLOAT32_ROUNDING", "expect_float64_precision", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
     "expect_parameters", "attempt", "reference_with", "random_weights", "random_mask", "randn", "randint", "is_number",
     "close_number", "number_close", "values_close", "is_float_tensor", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
+    "take_diagnosis_crashes", "DIAGNOSIS_RAISED",
 ]
 
 
@@ -86,6 +92,36 @@ def expect_true(condition: bool, message: str, details: dict | None = None, diag
         raise named(failure, lookup(diagnosis)) if diagnosis else failure
 
 
+# --- diagnosis never breaks a check ----------------------------------------------------------------------------
+
+# The first line of a check bug's `crash` text when the diagnosis raised (the class summary tells it apart by this)
+DIAGNOSIS_RAISED = "the diagnosis raised (a variant, hint or key recogniser); the student got the comparison's own message"
+_diagnosis_crashes: list[str] = []  # since the last take_diagnosis_crashes(): what each diagnosis step raised
+
+
+def take_diagnosis_crashes() -> list[str]:
+    """What the diagnosis raised since the last call (formatted tracebacks, oldest first), and forget it. The plugin
+    calls this before and after each check: a check whose list is not empty is a bug of the check."""
+    taken = list(_diagnosis_crashes)
+    _diagnosis_crashes.clear()
+    return taken
+
+
+def _guarded(step: Callable[[], object], default=None):
+    """`step()`, or `default` when it raises (recorded for take_diagnosis_crashes): a variant, hint or recogniser
+    that crashes names nothing and adds nothing; the comparison's failure stays what the student gets."""
+    try:
+        return step()
+    except Exception as exc:  # a bug of the check's diagnosis, whatever it is: never the student's message
+        try:
+            text = "".join(traceback.format_exception(exc))
+        except Exception:  # an exception whose text cannot be formatted
+            text = type(exc).__name__
+        if len(_diagnosis_crashes) < 20:
+            _diagnosis_crashes.append(text)
+        return default
+
+
 # --- the one matching rule ------------------------------------------------------------------------------------
 
 
@@ -103,9 +139,16 @@ def match_variant(actual, expected, variants: VariantsArg, close: Callable[[obje
       value (a dtype not restored, right values in the wrong dtype): it counts when it accepts `actual`, and it
       must itself be false for the right answer;
     - a name may be a callable returning the name (or None: not named), for two mistakes with one value that an
-      extra probe tells apart; it is called only when its candidate counted."""
+      extra probe tells apart; it is called only when its candidate counted.
+
+    Anything that raises in here (a variants callable, a recogniser, a name, an unknown name) names nothing and is
+    recorded as the check's bug (take_diagnosis_crashes)."""
     if variants is None:
         return None
+    return _guarded(lambda: _match_variant(actual, expected, variants, close))
+
+
+def _match_variant(actual, expected, variants: VariantsArg, close: Callable[[object, object], bool]) -> Variant | None:
     if callable(variants):
         variants = variants()
     matched = {}
@@ -128,16 +171,25 @@ def diagnosed(failure: CheckFailed, actual, expected, variants: VariantsArg, hin
     level: a difference that small says nothing about where an algorithm goes wrong). `evidence`: the (actual,
     expected) the variants are matched on, when that is more than the one value compared (a tuple, or a callable
     returning it)."""
-    if evidence is not None:
-        shown, right = evidence() if callable(evidence) else evidence
-    else:
-        shown, right = actual, expected
-    variant = match_variant(shown, right, variants, close)
+    def name():
+        if evidence is not None:
+            shown, right = evidence() if callable(evidence) else evidence
+        else:
+            shown, right = actual, expected
+        return match_variant(shown, right, variants, close)
+
+    def localise():
+        text = hint(actual, expected) if callable(hint) else hint
+        if text is not None and not isinstance(text, str):
+            raise TypeError(f"a hint returned {type(text).__name__}, not str or None")
+        return text
+
+    variant = _guarded(name)
     if variant is not None:
         return named(failure, variant)
     if hint is None or rounding:
         return failure
-    text = hint(actual, expected) if callable(hint) else hint
+    text = _guarded(localise)
     if not text:
         return failure
     return CheckFailed(f"{failure.message}。{text}", dict(failure.details, hint=text), failure.diagnosis)
@@ -212,12 +264,25 @@ def _expect_close(actual, expected: torch.Tensor, tol: Tol, what: str, strict: b
     if (error > allowed).any() and not strict and expected.dtype == torch.float64 and at_rounding_level(actual, expected):
         return  # float32 rounding, not a wrong algorithm
     if (error > allowed).any():
-        share = float((error > allowed).double().mean())
+        outside = int((error > allowed).sum())
+        share = outside / error.numel()
         raise CheckFailed(
             f"{what}与参考实现不一致：最大绝对误差 {details['max_abs_error']:.3g}（容限 {tol!r}），"
-            f"{share:.0%} 的元素超出容限",
-            dict(details, share_outside=share),
+            f"{share_outside_text(outside, error.numel())}超出容限",
+            dict(details, share_outside=share, count_outside=outside),
         )
+
+
+def share_outside_text(outside: int, total: int) -> str:
+    """How many of `total` elements are out of tolerance (`outside` >= 1), never a share rounded to 0% or to 100%."""
+    if outside == total:
+        return f"全部 {total} 个元素都" if total > 1 else "这个元素"
+    share = outside / total
+    if share < 0.01:
+        return f"{outside} 个元素（共 {total} 个，不到 1%）"
+    if share > 0.99:
+        return f"{outside} 个元素（共 {total} 个，超过 99%）"
+    return f"{share:.0%} 的元素（{outside} / {total}）"
 
 
 def expect_float64_precision(actual, expected: torch.Tensor, what: str = "输出"):
@@ -374,9 +439,13 @@ KeysArg = "dict[str, Callable[[ParamKeys], bool]] | None"
 
 
 def keys_variant(keys: KeysArg, seen: ParamKeys) -> Variant | None:
-    """The one mistake whose recogniser accepts what the parameters show (the same one-name rule)."""
-    matched = {lookup(name).name for name, rule in (keys or {}).items() if rule(seen)}
-    return lookup(matched.pop()) if len(matched) == 1 else None
+    """The one mistake whose recogniser accepts what the parameters show (the same one-name rule); a recogniser
+    that raises names nothing and is recorded as the check's bug."""
+    def recognise():
+        matched = {lookup(name).name for name, rule in (keys or {}).items() if rule(seen)}
+        return lookup(matched.pop()) if len(matched) == 1 else None
+
+    return _guarded(recognise)
 
 
 def _run_keys(run: ModuleRun) -> ParamKeys:
@@ -453,22 +522,43 @@ def expect_module_matches(run: ModuleRun, reference: dict, tol: Tol, class_name:
                 f"{failure.message}。给定的权重没有全部加载进你的模块（参数名与约定不一致：你的模块的参数是 "
                 f"{sorted(run.param_shapes)}）", failure.details) from None
     _expect_outputs(run.outputs, reference["outputs"], tol, class_name, outputs, variants, hint)
-    # the forward is right from here on: a gradient that disagrees is localised as such
+    # the forward is right from here on: a gradient that disagrees is localised as such. A gradient cut off in the
+    # forward (.data, .detach(), .item(), torch.no_grad()) is missing or far off: only then is that suggested
+    cut_off = False
     try:
         for i, (a, e) in enumerate(zip(run.input_grads, reference.get("input_grads", []))):
             if a is None:
                 raise CheckFailed("输入没有得到梯度：forward 里是否用了 detach、no_grad 或 .data？")
+            cut_off = gradient_far_off(a, e)
             _expect_close(a, e, tol, "输入的梯度", False)
         for name, expected_grad in reference.get("param_grads", {}).items():
             actual = run.param_grads.get(name)
             if actual is None:
+                cut_off = True
                 raise CheckFailed(f"参数 `{name}` 没有得到梯度：它是否参与了 forward？", {"parameter": name})
+            cut_off = gradient_far_off(actual, expected_grad)
             _expect_close(actual, expected_grad, tol, f"参数 `{name}` 的梯度", False)
     except CheckFailed as failure:
-        failure = CheckFailed(f"forward 的输出正确，但反向传播不对：{failure.message}"
-                              "（是否在 forward 里用了 .data、.detach()、.item() 或 torch.no_grad()？）",
+        why = "（是否在 forward 里用了 .data、.detach()、.item() 或 torch.no_grad()？）" if cut_off else ""
+        failure = CheckFailed(f"forward 的输出正确，但反向传播不对：{failure.message}{why}",
                               dict(failure.details, forward_correct=True))
         raise named(failure, keys_variant(keys, _run_keys(run))) from None
+
+
+GRADIENT_FAR_OFF = 0.1  # relative to the gradient's own scale: what a part of the forward cut off from autograd gives
+
+
+def gradient_far_off(actual, expected) -> bool:
+    """A gradient of the expected shape that is all zero where the expected one is not, or off by more than
+    GRADIENT_FAR_OFF of the expected gradient's largest entry: a part of the graph is cut off, not a rounding."""
+    if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor) and actual.shape == expected.shape
+            and actual.dtype.is_floating_point and bool(torch.isfinite(actual).all())):
+        return False
+    a, e = actual.detach().double(), expected.detach().double()
+    scale = float(e.abs().max()) if e.numel() else 0.0
+    if scale == 0.0:
+        return False
+    return not bool(a.any()) or float((a - e).abs().max()) > GRADIENT_FAR_OFF * scale
 
 
 def _expect_outputs(actual, expected, tol: Tol, class_name: str, what: str, variants, hint):

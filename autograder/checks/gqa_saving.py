@@ -318,8 +318,25 @@ def gqa_weights(rng, config: tuple, dtype) -> dict:
     return random_weights(rng, pinned_shapes(*config), dtype, gain=1.5)
 
 
-SINGLE_TOKEN_HINT = ("只有一个 token 时注意力权重恒为 1，输出只取决于 Q/K/V 投影、Q 头与 KV 头的配对、合并头和 W_o："
-                     "错误在这几步里，与缩放、mask 和 softmax 无关")
+# With one token the right attention weight is 1 whatever is done to the score before the softmax (its scaling, a
+# mask): what is established is that the fault is in the projections, the pairing, the merge, W_o, or in something
+# done to the weights after the softmax (a scale applied after it makes the weight 1/√d_head, not 1)
+SINGLE_TOKEN_HINT = ("只有一个 token 时，正确的注意力权重恒为 1（softmax 之前对分数做的缩放和 mask 都不改变它），"
+                     "输出只取决于 Q/K/V 投影、Q 头与 KV 头的配对、合并头和 W_o：错误在这几步里，"
+                     "或者在 softmax 之后又对注意力权重做了运算（例如 softmax 之后才缩放）")
+SCALED_AFTER_SOFTMAX_HINT = ("只有一个 token 时，你的输出正好是正确结果的 1/√d_head 倍：正确的注意力权重恒为 1，"
+                             "你的却是 1/√d_head。缩放要作用在 softmax 之前的分数上（q·k / √d_head），"
+                             "不是 softmax 之后的权重上")
+
+
+def single_token_localisation(actual: torch.Tensor, expected: torch.Tensor, d_head: int, tol) -> str:
+    """The single-token hint: the scale applied after the softmax when the output is the right one times
+    1/√d_head (the weights are linear in the output, without bias); else what one token establishes."""
+    a, e = actual.detach().double(), expected.detach().double()
+    scaled = e / math.sqrt(d_head)
+    if bool(((a - scaled).abs() <= tol.atol + tol.rtol * scaled.abs()).all()):
+        return SCALED_AFTER_SOFTMAX_HINT
+    return SINGLE_TOKEN_HINT
 
 
 def module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng, actual, expected, tol):
@@ -329,7 +346,7 @@ def module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng
         return None  # expect_close has said what is wrong
     B, S, _ = x.shape
     if S == 1:
-        return SINGLE_TOKEN_HINT
+        return single_token_localisation(actual, expected, config[0] // config[1], tol)
     close = (actual.double() - expected.double()).abs() <= tol.atol + tol.rtol * expected.double().abs()
     hints = []
 

@@ -22,8 +22,8 @@ import torch.nn.functional as F
 
 from autograder.checks import (
     F32, F64, CheckFailed, ParamKeys, attempt, check, expect_module_matches, expect_numbers, expect_parameters,
-    expect_true, expect_weights_loaded, is_number, match_variant, module_arg, probe_net_arg, reference_with, run_reference,
-    same_values,
+    expect_true, expect_weights_loaded, is_float_tensor, is_number, match_variant, module_arg, probe_net_arg,
+    reference_with, run_reference, same_values,
 )
 from autograder.checks.diagnosis import Variant, catalogue, named
 from autograder.checks.probes import describe_value

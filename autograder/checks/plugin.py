@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from autograder.checks import DIAGNOSIS_RAISED, take_diagnosis_crashes
 from autograder.checks.pytest_adapter import TestReport, runtestprotocol
 from autograder.checks.probes import CheckFailed, StudentCode
-from autograder.intake.validate import safe_text, safe_tree
+from autograder.intake.validate import bounded_tree, clipped, safe_text
 
 CHECKS_DIR = Path(__file__).parent
 
@@ -44,6 +45,9 @@ class CheckOutcome:
     diagnosis: str | None
     seconds: float
     crash: str | None = None  # the check raised (not CheckFailed): what it raised, for the instructor
+    # the check's diagnosis (a variant, hint or key recogniser) raised: a check bug whatever the reference does;
+    # `message` is then the comparison's own failure, unchanged, and `crash` what the diagnosis raised
+    diagnosis_bug: bool = False
 
 
 CHECK_CRASHED = "这一项检查无法完成：评分程序在检查你的结果时出错（{kind}），这一项记为未通过"
@@ -160,18 +164,30 @@ class GradingPlugin:
     def _run_item(self, item, spec: CheckSpec) -> CheckOutcome:
         self._failure = None
         item._initrequest()  # fresh fixtures, as for a rerun
+        take_diagnosis_crashes()  # only this check's own
         started = time.perf_counter()
         reports = runtestprotocol(item, log=False, nextitem=None)
         seconds = time.perf_counter() - started
+        diagnosis_crashes = take_diagnosis_crashes()
         if all(r.passed for r in reports):
             return CheckOutcome(spec, True, "通过", {}, None, seconds)
         failure = self._failure
+        if diagnosis_crashes:
+            outcome = self._outcome(item, spec, failure, seconds)
+            text = "\n".join(safe_text(t)[-2500:] for t in diagnosis_crashes[-2:])
+            crash = f"{DIAGNOSIS_RAISED}\n{text}" if outcome.crash is None else \
+                f"{DIAGNOSIS_RAISED}\n{text}\nthen the check raised:\n{outcome.crash[-1500:]}"
+            outcome.crash, outcome.diagnosis_bug = crash, True
+            return outcome
+        return self._outcome(item, spec, failure, seconds)
+
+    def _outcome(self, item, spec: CheckSpec, failure: BaseException | None, seconds: float) -> CheckOutcome:
         if isinstance(failure, CheckFailed):
             catalogue = self.variants.get(Path(item.fspath).stem, {})
             if failure.diagnosis is not None and failure.diagnosis not in catalogue:
                 return self._crashed(spec, seconds, CheckConfigError(
                     f"check {item.nodeid} named {failure.diagnosis!r}, which is not in VARIANTS"))
-            return CheckOutcome(spec, False, safe_text(failure.message, 2000), safe_tree(failure.details),
+            return CheckOutcome(spec, False, clipped(failure.message, 2000), bounded_tree(failure.details),
                                 failure.diagnosis, seconds)
         if isinstance(failure, AssertionError):  # a plain assert in a check: its message is for the student
             return CheckOutcome(spec, False, safe_text(failure, 300).split("\n")[0] or "未通过", {}, None, seconds)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from autograder.checks.exception_text import WITHHELD, known_type, shown_message, shown_shape_mismatch, sizes_of
 from autograder.running.sandbox.process import SandboxError
 from autograder.running.sandbox.wire import Unsupported
 from autograder.intake.validate import OddValue
@@ -120,6 +121,9 @@ class StudentCode:
                 seconds = self._run.limits.submission_timeout
                 raise StudentCodeFailed(f"超时：这份提交用完了 {seconds:g} 秒的总时间预算，没有时间再运行 `{what}`",
                                         {"submission_timeout_seconds": seconds}) from None
+            if exc.kind == "memory" or getattr(self._run, "memory_exceeded", False):
+                raise StudentCodeFailed(f"内存超出限制：这份提交的所有进程加起来超出了内存预算，已被终止，"
+                                        f"没有再运行 `{what}`", {"memory_exceeded": True}) from None
             if exc.kind == "timeout":
                 failure = StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
                                             {"timeout_seconds": self.probe_timeout})
@@ -132,56 +136,83 @@ class StudentCode:
         error = reply.error or {}
         kind, message = error.get("type", "Error"), error.get("message", "")
         if kind == "NotDefined":
-            raise NotAnswered(f"未找到该题的答案：笔记本里没有定义 `{message or name}`", {"missing": message or name})
+            # the name asked for (a message is the student's text: it names nothing but what the grader asked)
+            missing = message if message in _names_asked(header, values) else name
+            raise NotAnswered(f"未找到该题的答案：笔记本里没有定义 `{missing}`", {"missing": missing})
         if kind == "ShapeMismatch":
-            raise StudentCodeFailed(f"`{what}` 的输出形状不对（你的 vs 应该的：{message}）", {"shapes": message})
+            shapes = shown_shape_mismatch(message)
+            if shapes is not None:
+                raise StudentCodeFailed(f"`{what}` 的输出形状不对（你的 vs 应该的：{shapes}）", {"shapes": shapes})
         if kind == "NotImplementedError":
             raise NotAnswered(f"这一题还没有作答：`{name}` 仍然是 raise NotImplementedError()")
         if kind == "Timeout":
             self._broken[name] = StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
                                                    {"timeout_seconds": self.probe_timeout})
             raise self._broken[name]
-        # the message may carry the hidden inputs (f"x={x.tolist()}"): numbers and bracketed sequences go
+        # the message may carry the hidden inputs (f"x={x.tolist()}", or spelled in words): shown only when it is
+        # one of torch's shape or dtype errors, written again by the grader (autograder.checks.exception_text)
         where = self._where(error.get("traceback", ""))
-        text = scrubbed(message)
-        detail = {"exception": kind, "exception_message": text}
+        shown_kind = known_type(kind)
+        text = shown_message(message, sizes_of(values)) if message else ""
+        detail = {"exception": shown_kind, "exception_message": text}
         if where:
             detail["where"] = where
-        raise StudentCodeFailed(f"运行 `{what}` 时你的代码抛出了 {kind}{'（' + where + '）' if where else ''}"
-                                f"{'：' + text if text else ''}", detail)
+        raise StudentCodeFailed(f"运行 `{what}` 时你的代码抛出了 {shown_kind}{'（' + where + '）' if where else ''}"
+                                f"{'：' + text if text and text != WITHHELD else text}", detail)
 
     def _where(self, trace: str) -> str:
         """"第 N 个单元格第 M 行：<the line>" for the last frame of the student's own cells in a traceback."""
         frames = _CELL_FRAME.findall(trace or "")
         if not frames:
             return ""
-        cell, line = (int(n) for n in frames[-1])
+        cell, line = (int(n) for n in frames[-1][:2])
         source = next((c.source for c in getattr(self._run, "cells", []) if c.index == cell), None)
         lines = source.split("\n") if source is not None else []
-        code = lines[line - 1].strip()[:80] if 0 < line <= len(lines) else ""
+        if not 0 < line <= len(lines):  # a traceback is the student's text too: only a line of their own cells
+            return ""
+        code = lines[line - 1].strip()[:80]
         return f"第 {cell + 1} 个单元格第 {line} 行" + (f"：{code}" if code else "")
 
 
 _CELL_FRAME = re.compile(r'File "<cell (\d+)>", line (\d+)')
-_BRACKETED = re.compile(r"\[[^\[\]]*\]|\([^()]*\)|\{[^{}]*\}")
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:nan|inf)\b", re.IGNORECASE)
-SCRUBBED_LENGTH = 120
 
 
-def scrubbed(message: str) -> str:
-    """An exception message safe to show: every bracketed sequence and every number replaced by "…" (they may be
-    the hidden inputs), at most SCRUBBED_LENGTH characters."""
-    text = str(message).replace("\n", " ")
-    while True:  # innermost brackets first, until none is left
-        text, count = _BRACKETED.subn("…", text)
-        if not count:
-            break
-    text = _NUMBER.sub("…", text)
-    text = re.sub(r"…(?:[\s,;:…]*…)+", "…", text)
-    return text if len(text) <= SCRUBBED_LENGTH else text[:SCRUBBED_LENGTH - 1] + "…"
+def _names_asked(header: dict, values) -> set:
+    """The names a probe asked the sandbox for: the function or class, and the classes of its module arguments."""
+    names = {header.get("name"), header.get("class")}
+    stack = [values]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            spec = value.get("$module")
+            if isinstance(spec, dict):
+                names.add(spec.get("class"))
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return {n for n in names if isinstance(n, str)}
+
+
+# The type names of values the wire cannot carry that a report may show (the name is the student's code's to choose:
+# a class named after the hidden inputs is "一个自定义类型的对象").
+KNOWN_OTHER_TYPES = frozenset({
+    "numpy.ndarray", "numpy.float64", "numpy.float32", "numpy.float16", "numpy.int64", "numpy.int32", "numpy.bool_",
+    "numpy.bool", "builtins.complex", "builtins.set", "builtins.frozenset", "builtins.bytes", "builtins.bytearray",
+    "builtins.range", "builtins.function", "builtins.builtin_function_or_method", "builtins.generator",
+    "builtins.type", "builtins.module", "builtins.map", "builtins.zip", "builtins.filter", "builtins.object",
+    "builtins.method", "builtins.ellipsis", "builtins.NotImplementedType", "builtins.slice",
+    "torch.nn.parameter.Parameter", "torch.Size", "torch.device", "torch.Generator", "fractions.Fraction",
+    "decimal.Decimal", "collections.OrderedDict", "collections.deque", "collections.Counter", "collections.defaultdict",
+    "torch.Tensor[torch.complex64]", "torch.Tensor[torch.complex128]", "torch.Tensor[torch.complex32]",
+    "torch.Tensor[torch.uint16]", "torch.Tensor[torch.uint32]", "torch.Tensor[torch.uint64]",
+    "torch.Tensor[torch.float8_e4m3fn]", "torch.Tensor[torch.float8_e5m2]",
+})
+UNKNOWN_OTHER_TYPE = "一个自定义类型的对象"
 
 
 def describe_value(value) -> str:
-    if isinstance(value, (Unsupported, OddValue)):
+    if isinstance(value, OddValue):  # the grader's own words
         return value.type_name
+    if isinstance(value, Unsupported):
+        return value.type_name if value.type_name in KNOWN_OTHER_TYPES else UNKNOWN_OTHER_TYPE
     return type(value).__name__

@@ -199,6 +199,38 @@ MISTAKES = [
         {"test_kv_cache_bytes_uses_dtype_and_layers"},
         diagnosis="ignores_bytes_per_element",
     ),
+    # --- uncatalogued (no name; the hints localise them) ---
+    mistake(
+        "hand_seq_len_forgotten", "the typed KV cache sizes leave out seq_len",
+        [("mha_kv_bytes = 2 * batch * seq_len * num_q_heads * head_dim * 2\n"
+          "gqa_kv_bytes = 2 * batch * seq_len * num_kv_heads * head_dim * 2",
+          "mha_kv_bytes = 2 * batch * num_q_heads * head_dim * 2\n"
+          "gqa_kv_bytes = 2 * batch * num_kv_heads * head_dim * 2")],
+        {"test_hand_mha_kv_bytes", "test_hand_gqa_kv_bytes"},
+    ),
+    mistake(
+        "kv_bytes_heads_squared", "kv_cache_bytes multiplies by num_kv_heads twice",
+        [("return 2 * batch * seq_len * num_kv_heads * head_dim * bytes_per_element * num_layers",
+          "return 2 * batch * seq_len * num_kv_heads * num_kv_heads * head_dim * bytes_per_element * num_layers")],
+        {"test_kv_cache_bytes_fp16_one_layer"},
+    ),
+    mistake(
+        "repeat_kv_positions_mixed", "repeat_kv repeats along the head axis of the transposed tensor, then reshapes "
+        "without transposing back: positions and heads mixed",
+        [("return x[:, :, :, None, :].expand(B, S, num_kv_heads, n_rep, head_dim).flatten(2, 3)",
+          "return x.transpose(1, 2).repeat_interleave(n_rep, dim=1).reshape(B, S, num_kv_heads * n_rep, head_dim)")],
+        {"test_repeat_kv_layout_float64", "test_repeat_kv_single_kv_head_float32", "test_repeat_kv_n_rep_one",
+         "test_module_no_mask_float32", "test_module_causal_float64", "test_module_random_mask_float64",
+         "test_module_mha_and_mqa"},
+    ),
+    mistake(
+        "scale_after_softmax", "the attention weights divided by sqrt(d_head) after the softmax of the unscaled scores "
+        "(the single-token check names it: its weight is 1/sqrt(d_head), not 1)",
+        [("        attn = F.softmax(scores, dim=-1)\n        out = (attn @ v)",
+          "        attn = F.softmax(scores * math.sqrt(self.d_head), dim=-1) / math.sqrt(self.d_head)\n"
+          "        out = (attn @ v)")],
+        {"test_module_single_token"} | ATTENTION,
+    ),
 ]
 
 # a mistake that fails a part's float64 check fails its precision check too

@@ -173,6 +173,17 @@ MISTAKES = [
         [("model.zero_grad(set_to_none=True)", "pass  # no zero_grad")],
         {"test_grad_norms_clears_old_gradients"}, diagnosis="no_zero_grad",
     ),
+    # --- uncatalogued (no name; the hints localise them) ---
+    mistake(
+        "prenorm_half_branch", "PreNormStack scales the branch by a half: x = x + 0.5 * relu(layers[i](norms[i](x)))",
+        [(PRE_FORWARD, "x = x + 0.5 * F.relu(layer(norm(x)))")],
+        PRE_VALUE_CHECKS,
+    ),
+    mistake(
+        "grad_norms_half_loss", "layer_grad_norms halves the MSE loss: every norm is half the right one",
+        [("loss = F.mse_loss(model(x), target)", "loss = 0.5 * F.mse_loss(model(x), target)")],
+        GRAD_VALUE_CHECKS,
+    ),
 ]
 
 # --- correct work in other styles: full marks, no diagnosis -------------------------------------------

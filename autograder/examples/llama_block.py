@@ -162,6 +162,23 @@ MISTAKES = [
             [(PERMUTE_REF, "    return w.reshape(1, n_heads * d_head // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)")],
             {"test_permute_projection_float64", "test_permute_key_projection_float32"},
             diagnosis="permute_across_heads"),
+    # --- uncatalogued (no name) ---
+    mistake(
+        "hand_k_norm_mean_gamma", "the typed bound on |k| uses the mean of |gamma_k| instead of its maximum",
+        [("k_norm_max = math.sqrt(d_head) * max(abs(g) for g in gamma_k)",
+          "k_norm_max = math.sqrt(d_head) * sum(abs(g) for g in gamma_k) / len(gamma_k)")],
+        {"test_hand_k_norm_max"},
+    ),
+    mistake(
+        "parallel_block", "the FFN reads norm_ffn(x), not norm_ffn(h): a parallel block (GPT-J style), not LLaMA's",
+        [("        return h + self.ffn(self.norm_ffn(h))\n", "        return h + self.ffn(self.norm_ffn(x))\n")],
+        BLOCK_ONLY,
+    ),
+    mistake(
+        "permute_pairs_swapped", "permute_for_rotate_half swaps the two rows of every pair before regrouping them",
+        [(PERMUTE_REF, "    return w.reshape(n_heads, d_head // 2, 2, *w.shape[1:]).flip(2).transpose(1, 2).reshape(w.shape)")],
+        {"test_permute_projection_float64", "test_permute_norm_weight", "test_permute_key_projection_float32"},
+    ),
 ]
 
 # a mistake that fails a part's float64 check fails its precision check too
@@ -170,6 +187,13 @@ PRECISION_OF = {"test_attention_causal_float64": "test_attention_float64_precisi
                 "test_block_causal_float64": "test_block_float64_precision",
                 "test_block_qk_norm_random_mask_float64": "test_block_float64_precision"}
 MISTAKES = with_precision_checks(MISTAKES, PRECISION_OF)
+# wrong only where theta is not the default, which the precision checks (default theta) never pass: it keeps them
+MISTAKES.append(mistake(
+    "rope_theta_not_passed", "LlamaAttention builds its RoPE table without self.theta (always 10000; uncatalogued)",
+    [("        cos, sin = precompute_rope_freqs(self.d_head, S, self.theta, dtype=x.dtype)\n",
+      "        cos, sin = precompute_rope_freqs(self.d_head, S, dtype=x.dtype)\n")],
+    {"test_attention_qk_norm_random_mask_float64", "test_block_qk_norm_random_mask_float64"},
+))
 
 # --- correct work in other styles: full marks, no diagnosis -------------------------------------------
 

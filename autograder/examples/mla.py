@@ -272,6 +272,18 @@ MISTAKES = [
         BONUS_ALL,
         diagnosis="absorbed_scale_d_latent",
     ),
+    # --- uncatalogued (no name) ---
+    mistake(
+        "cache_rope_key_twice", "mla_cache_bytes counts the decoupled RoPE key twice, as if K and V each had one",
+        [("    return batch * seq_len * (d_latent + d_rope) * bytes_per_element * num_layers",
+          "    return batch * seq_len * (d_latent + 2 * d_rope) * bytes_per_element * num_layers")],
+        {"test_cache_with_rope_key"},
+    ),
+    mistake(
+        "hand_gqa_seq_len_forgotten", "the typed GQA cache size leaves out seq_len",
+        [(HAND_LINES[1], "gqa_bytes = 2 * batch * num_kv_heads * head_dim * 2")],
+        {"test_hand_gqa_bytes"},
+    ),
 ]
 
 # a mistake that fails a part's float64 check fails its precision check too

@@ -93,6 +93,23 @@ MISTAKES = [
         [(GAMMA_PARAM, "self.gamma = nn.Parameter(torch.randn(d_model))")],
         {"test_module_parameters"}, diagnosis="gamma_init_not_ones",
     ),
+    # --- uncatalogued (no name; the hints localise them) ---
+    mistake(
+        "rms_over_batch_dim", "the mean of x² taken over the first dim instead of the last (tokens mixed)",
+        [(RMS_LINE, "rms = torch.sqrt(torch.mean(xc * xc, dim=0, keepdim=True) + eps)")],
+        {"test_function_float64_batched", "test_function_uses_eps_argument", "test_function_float32_default_eps",
+         "test_module_forward_backward_float64", "test_module_forward_float32", "test_module_uses_eps_argument"},
+    ),
+    mistake(
+        "module_gemma_gamma", "the module scales by (1 + gamma), Gemma's convention, not by gamma",
+        [(FORWARD_CALL, "return rms_norm(x, 1 + self.gamma, self.eps)")],
+        MODULE_OUTPUT,
+    ),
+    mistake(
+        "hand_rms_sqrt_before_mean", "the typed rms divides by len(x) outside the square root",
+        [(HAND_RMS, "rms = math.sqrt(sum(v * v for v in x)) / len(x)")],
+        HAND,
+    ),
 ]
 
 # a mistake that fails a part's float64 check fails its precision check too

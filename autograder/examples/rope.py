@@ -132,6 +132,24 @@ MISTAKES = [
         SCORE,
         diagnosis="score_positions_swapped",
     ),
+    # --- uncatalogued (no name; the hints localise them) ---
+    mistake(
+        "freqs_exponent_over_dim_minus_2", "the frequency exponent divides by dim - 2: theta ** (-2i / (dim - 2))",
+        [("freqs = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)",
+          "freqs = theta ** (-torch.arange(0, dim, 2, dtype=torch.float64) / (dim - 2))")],
+        FREQS_VALUES | SCORE,
+    ),
+    mistake(
+        "apply_second_sign_flipped", "the second component rotated with the wrong sign: x1·cos − x0·sin",
+        [("rotated = torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1)",
+          "rotated = torch.stack([x0 * cos - x1 * sin, x1 * cos - x0 * sin], dim=-1)")],
+        APPLY_ALL | SCORE,
+    ),
+    mistake(
+        "score_scaled_like_attention", "rope_score divides the dot product by sqrt(d), as attention scores are",
+        [("return torch.dot(q_rot, k_rot.to(q_rot.dtype))", "return torch.dot(q_rot, k_rot.to(q_rot.dtype)) / q.shape[0] ** 0.5")],
+        SCORE,
+    ),
 ]
 
 # a mistake that fails a part's float64 check fails its precision check too

@@ -166,12 +166,34 @@ MISTAKES = [
         {"test_param_counts_swiglu_exact_multiple", "test_param_counts_swiglu_rounded"},
         diagnosis="swiglu_two_matrices",
     ),
+    # --- uncatalogued (no name; the hints localise them) ---
+    mistake(
+        "sigmoid_on_up_branch", "the gate is linear and the sigmoid sits on the up branch: W_gate x * sigmoid(W_up x)",
+        [(FORWARD, "return self.W_down(self.W_gate(x) * torch.sigmoid(self.W_up(x)))")],
+        MODULE_FORWARD_CHECKS,
+    ),
+    mistake(
+        "d_ff_multiple_of_128", "default_d_ff rounds up to a multiple of 128 instead of 256",
+        [(ROUND_UP, "d_ff = (d_ff + 127) // 128 * 128")],
+        D_FF_CHECKS | {"test_param_counts_swiglu_rounded"},
+    ),
+    mistake(
+        "swiglu_params_extra_d_model", "the SwiGLU count adds d_model (a bias of W_down counted)",
+        [("swiglu_ffn = 3 * d_model * default_d_ff(d_model)", "swiglu_ffn = 3 * d_model * default_d_ff(d_model) + d_model")],
+        {"test_param_counts_swiglu_rounded", "test_param_counts_swiglu_exact_multiple"},
+    ),
 ]
 
 # a mistake that fails a part's float64 check fails its precision check too
 PRECISION_OF = {"test_swish_float64": "test_swish_float64_precision",
                 "test_module_forward_backward_float64": "test_module_float64_precision"}
 MISTAKES = with_precision_checks(MISTAKES, PRECISION_OF)
+# wrong only where a < -10, which the precision check's inputs never reach: it keeps that check
+MISTAKES.append(mistake(
+    "swish_clamped", "swish clamps its input at -10 'for stability': wrong for very negative inputs (uncatalogued)",
+    [("return a * torch.sigmoid(a)", "return a / (1 + torch.exp(-a.clamp(min=-10)))")],
+    SWISH_CHECKS,
+))
 
 # --- correct work in other styles: full marks, no diagnosis -------------------------------------------
 

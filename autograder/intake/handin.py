@@ -88,6 +88,16 @@ def load_course_config(course: Path):
             from None
 
 
+def _nbgrader_autograde_keys() -> set[str]:
+    """What c.Autograde also holds for nbgrader itself: its Autograde's own settings (the course's
+    autograde_preprocessors) and the switch of autograder.recording.nbgrader_guard."""
+    from nbgrader.converters.autograde import Autograde
+
+    from autograder.recording.nbgrader_guard import FLAG
+
+    return set(Autograde.class_trait_names(config=True)) | {FLAG}
+
+
 def _section_value(section, key):
     return section[key] if key in section else None
 
@@ -113,7 +123,7 @@ def load_settings(course: Path | None, options: HandInOptions | None = None) -> 
     config = load_course_config(course)
     where = f"{Path(course) / 'nbgrader_config.py'}" if course else "settings"
     section = config[CONFIG_SECTION] if CONFIG_SECTION in config else {}
-    unknown = sorted(set(section) - set(CONFIG_KEYS))
+    unknown = sorted(set(section) - set(CONFIG_KEYS) - _nbgrader_autograde_keys())
     if unknown:
         raise HandInError(f"{where}: unknown setting(s) {', '.join(f'c.{CONFIG_SECTION}.{k}' for k in unknown)}; "
                           f"the settings are {', '.join(f'c.{CONFIG_SECTION}.{k}' for k in CONFIG_KEYS)}")
@@ -164,17 +174,24 @@ def parse_time(text: str) -> datetime:
     return parse_utc(text.strip())
 
 
+MISSING_TIMESTAMP = Flag(FLAG_TIME, "the submission has no timestamp.txt: when it was handed in is unknown",
+                         "提交中没有 timestamp.txt，提交时间未知")
+
+
 def _student_timestamp(folder: Path | None) -> tuple[datetime | None, Flag | None]:
+    """What timestamp.txt says, or the flag saying it is absent (MISSING_TIMESTAMP) or unreadable."""
     if folder is None:
         return None, None
     path = folder / "timestamp.txt"
     try:
+        if not path.is_symlink() and not path.exists():
+            return None, MISSING_TIMESTAMP
         if path.is_symlink() or not path.is_file() or path.stat().st_size > 1000:
             raise ValueError
         text = path.read_text(encoding="utf-8", errors="replace")
         return parse_time(text), None
     except FileNotFoundError:
-        return None, None
+        return None, MISSING_TIMESTAMP
     except (OSError, ValueError, OverflowError):
         return None, Flag(FLAG_TIME, "timestamp.txt cannot be read as a time",
                           "提交中的 timestamp.txt 不是一个有效的时间")
@@ -198,7 +215,8 @@ def facts(student_id: str, assignment_id: str, folder: Path | None, notebook: Pa
     """What `assess` finds before the submission is graded: everything but the penalty (`with_penalty`, from the
     score), so that the hand-in can travel with the job and the record be finished where it is graded."""
     student_ts, ts_flag = _student_timestamp(folder)
-    flags = [ts_flag] if ts_flag else []
+    absent = ts_flag is MISSING_TIMESTAMP
+    flags = [ts_flag] if ts_flag and not (absent and due is None) else []  # absent: said where lateness counts
     prov: Provenance | None = None
     if folder is not None and settings.exchange is not None and settings.exchange.inbound.is_dir():
         inbound = match_inbound(settings.exchange, student_id, assignment_id, folder, notebook)
@@ -227,7 +245,9 @@ def facts(student_id: str, assignment_id: str, folder: Path | None, notebook: Pa
     if prov is not None:
         if student_ts is None or abs((student_ts - prov.observed_at).total_seconds()) > settings.time_tolerance:
             submitted, source = prov.observed_at, "exchange"
-            said = f"says {_iso(student_ts)}" if student_ts else "is missing or unreadable"
+            if absent:
+                flags = [f for f in flags if f is not MISSING_TIMESTAMP]  # the exchange's time is known: said below
+            said = f"says {_iso(student_ts)}" if student_ts else "is missing" if absent else "is unreadable"
             flags.append(Flag(FLAG_TIME,
                               f"timestamp.txt {said}, but the exchange saw the submission land at "
                               f"{_iso(prov.observed_at)}; the observed time is used",
@@ -238,7 +258,8 @@ def facts(student_id: str, assignment_id: str, folder: Path | None, notebook: Pa
     seconds_late = max(0.0, (submitted - due_with_extension).total_seconds()) \
         if submitted is not None and due_with_extension is not None else 0.0
     return HandIn(
-        submitted_at=_iso(submitted), time_source=source, student_timestamp=_iso(student_ts),
+        submitted_at=_iso(submitted), submitted_exact=submitted.isoformat() if submitted is not None else None,
+        time_source=source, student_timestamp=_iso(student_ts),
         observed_at=_iso(prov.observed_at) if prov else None,
         submitter=", ".join(prov.owners) if prov else None, inbound=prov.folder.name if prov else None,
         due=_iso(due_with_extension), extension_seconds=extension.total_seconds() if extension else 0.0,

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import stat
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,7 +98,9 @@ def parse_notebook(data: bytes):
         if isinstance(cell, dict) and "outputs" in cell:
             cell["outputs"] = []  # saved outputs are never looked at
     try:
-        nb = nbformat.reads(json.dumps(raw, ensure_ascii=True), as_version=4)
+        with warnings.catch_warnings():  # nbformat warns once per duplicated cell id: a student's, not the log's
+            warnings.simplefilter("ignore")
+            nb = nbformat.reads(json.dumps(raw, ensure_ascii=True), as_version=4)
     except Exception as exc:  # nbformat raises many kinds on a foreign or broken notebook
         raise UnreadableNotebook(f"无法读取这个笔记本（{type(exc).__name__}）；请用 Jupyter 重新保存后提交") from None
     if not isinstance(nb.get("cells"), list):

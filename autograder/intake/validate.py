@@ -15,6 +15,9 @@ from dataclasses import fields, is_dataclass
 
 MAX_EXACT_INT = 2**53  # beyond this a float no longer holds every integer: a comparison would be wrong or raise
 MAX_DEPTH = 32  # nested containers in a student's value (the wire's own cap)
+CUT = "…（已截断）"  # what every cut text and container ends with: the student sees that something is left out
+MAX_FIELD_CHARS = 20000  # one text field of a stored result (a message, an answer, a path)
+MAX_ITEMS = 100  # entries of one list or dict in a check's details
 
 
 class OddValue:
@@ -52,6 +55,14 @@ def safe_text(value, limit: int | None = None) -> str:
         text = text.encode("utf-8", "replace").decode("utf-8", "replace")
         text = text.replace("\0", "\ufffd")
     return text if limit is None else text[:limit]
+
+
+def clipped(value, limit: int) -> str:
+    """safe_text(value), cut to at most `limit` characters with a visible CUT at the end when it is longer."""
+    text = safe_text(value)
+    if len(text) <= limit:
+        return text
+    return text[:max(limit - len(CUT), 0)] + CUT
 
 
 def _number_text(value) -> str:
@@ -104,9 +115,32 @@ def safe_tree(value, depth: int = 0):
     return safe_text(value, 200)
 
 
+def bounded_tree(value, items: int = MAX_ITEMS, chars: int = 2000, depth: int = 0):
+    """safe_tree with every list cut to `items` entries (then a CUT entry saying how many there were), every dict
+    to `items` keys (then a CUT key), every text to `chars` characters: for what a check reports about a student's
+    values (their module's parameter names, shapes), which a submission can make as long as it likes."""
+    if depth > MAX_DEPTH:
+        return "<nested too deeply>"
+    if isinstance(value, str):
+        return clipped(value, chars)
+    if isinstance(value, (list, tuple)):
+        out = [bounded_tree(v, items, chars, depth + 1) for v in value[:items]]
+        return out + [f"{CUT}共 {len(value)} 项"] if len(value) > items else out
+    if isinstance(value, dict):
+        out = {}
+        for n, (k, v) in enumerate(value.items()):
+            if n == items:
+                out[CUT] = f"共 {len(value)} 项"
+                break
+            out[clipped(k, 200)] = bounded_tree(v, items, chars, depth + 1)
+        return out
+    return safe_tree(value, depth)
+
+
 def sanitize_record(record):
     """Make a dataclass record (a SubmissionResult and what it holds) safe in place: every string field
-    re-encoded, every float finite, every dict or list field a safe tree. Returns the record."""
+    re-encoded and at most MAX_FIELD_CHARS long (cut visibly), every float finite, every dict or list field a safe
+    tree. Returns the record."""
     for f in fields(record):
         value = getattr(record, f.name)
         if is_dataclass(value) and not isinstance(value, type):
@@ -115,7 +149,7 @@ def sanitize_record(record):
             for v in value:
                 sanitize_record(v)
         elif isinstance(value, str):
-            setattr(record, f.name, safe_text(value))
+            setattr(record, f.name, clipped(value, MAX_FIELD_CHARS))
         elif isinstance(value, float) and not math.isfinite(value):
             setattr(record, f.name, 0.0)
         elif isinstance(value, (dict, list, tuple)):

@@ -20,6 +20,13 @@ def autograded_folder(course: Path, student_id: str, assignment_id: str) -> Path
     return Path(course) / "autograded" / nbgrader_folder_name(student_id) / assignment_id
 
 
+def autograded_missing(course: Path, result: SubmissionResult) -> bool:
+    """Is the autograded notebook `write_autograded` leaves for `result` gone (nbgrader removes it when its own
+    Autograde fails or is refused)? A submission that could not be graded has none."""
+    folder = autograded_folder(course, result.student_id, result.assignment_id)
+    return result.status != STATUS_ERROR and not (folder / f"{result.assignment_id}.ipynb").is_file()
+
+
 def write_autograded(course: Path, result: SubmissionResult, found: FoundSubmission | None) -> None:
     if found is None:
         return  # a result kept from an earlier run whose submission is not in this run: leave its files

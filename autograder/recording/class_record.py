@@ -2,8 +2,10 @@
 
 Whatever subset of assignments or students a run graded, results.json, grades.csv and summary.html are built from
 every stored result in OUT/results/ and the roster. A stored result stays out of grades.csv (and is listed in the
-summary and the run's output) when its student is not on the roster, when it was graded under an LMS id that is not
-mapped to the roster (`unmapped`), or when its submission is no longer found.
+summary and the run's output) when its student is not on the roster, or when it was graded under an LMS id that is
+not mapped to the roster (`unmapped`). A result whose submission a later run did not find (a partial LMS download,
+one group, "download selected") still counts: it is listed as kept, and leaves the exports only when the instructor
+says so (`autograde forget STUDENT ASSIGNMENT`).
 
 OUT/class.json keeps what a later `autograde report` (without --course) needs and what no stored result says:
 
@@ -58,7 +60,7 @@ def roster_of(students: dict[str, dict], added: list[str]) -> list[str]:
 @dataclass
 class LeftOut:
     result: SubmissionResult
-    reason: str  # "not on the roster", "unmapped LMS id", "submission no longer found"
+    reason: str  # "not on the roster", "unmapped LMS id"
 
 
 @dataclass
@@ -75,15 +77,22 @@ class ClassRecord:
                 out.append(LeftOut(r, "unmapped LMS id"))
             elif roster and r.student_id not in roster:
                 out.append(LeftOut(r, "not on the roster"))
-            elif (r.student_id, r.assignment_id) in self.not_found:
-                out.append(LeftOut(r, "submission no longer found"))
         return out
+
+    def unseen(self) -> list[SubmissionResult]:
+        """Counted results whose submissions the latest run of their assignment did not find: kept, and said."""
+        left = {id(x.result) for x in self.left_out()}
+        return [r for r in self.results if (r.student_id, r.assignment_id) in self.not_found and id(r) not in left]
 
     def counted(self) -> list[SubmissionResult]:
         """The results grades.csv holds."""
         left = {id(x.result) for x in self.left_out()}
         return [r for r in self.results if id(r) not in left]
 
-    def lines(self) -> list[str]:
+    def lines(self, out: Path | None = None) -> list[str]:
+        where = f" --out {out}" if out is not None else ""
         return [f"left out of grades.csv: {x.result.student_id}/{x.result.assignment_id} ({x.reason})"
-                for x in self.left_out()]
+                for x in self.left_out()] + [
+            f"kept: {r.student_id}/{r.assignment_id} was not among the submissions graded last; its stored result "
+            f"({r.final_score:g}) still counts (`autograde forget {r.student_id} {r.assignment_id}{where}` removes it)"
+            for r in self.unseen()]

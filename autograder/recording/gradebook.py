@@ -263,7 +263,10 @@ class CourseGradebook:
     def _record_handin(self, result: SubmissionResult, assignment: Assignment, submission) -> None:
         from autograder.intake.handin import from_iso
 
-        submitted = from_iso(result.handin.submitted_at)
+        # to the microsecond: formgrader lists a submission as autograded only when the gradebook's time equals
+        # nbgrader's reading of its timestamp.txt exactly (results stored before this field have seconds only)
+        exact = result.handin.submitted_exact
+        submitted = datetime.fromisoformat(exact) if exact else from_iso(result.handin.submitted_at)
         if submitted is not None:
             submission.timestamp = submitted
         notebooks = sorted(submission.notebooks, key=lambda nb: nb.name != assignment.source.stem)

@@ -5,6 +5,14 @@ from dataclasses import asdict, dataclass, field
 STATUS_GRADED = "graded"  # the notebook ran and every part was scored (whatever the score)
 STATUS_ERROR = "error"  # the submission could not be graded at all (unreadable, foreign, too large)
 
+# What one result keeps of its cells: a notebook of 40,000 failing cells must not make a result (or its report)
+# of 80 MB. The first MAX_CELL_ERRORS failing cells are kept with their messages (each at most MAX_CELL_MESSAGE
+# characters, cut visibly), the rest only counted (SubmissionResult.cell_errors_omitted); cells that ran without
+# error are kept while fewer than MAX_CELLS_KEPT are.
+MAX_CELL_ERRORS = 50
+MAX_CELL_MESSAGE = 2000
+MAX_CELLS_KEPT = 500
+
 
 @dataclass
 class CheckResult:
@@ -57,6 +65,21 @@ class CellRun:
     seconds: float = 0.0
 
 
+def bounded_cells(runs: list[CellRun]) -> tuple[list[CellRun], int]:
+    """The cells a result keeps (in notebook order) and how many failing cells it leaves out."""
+    kept, failing, omitted = [], 0, 0
+    for run in runs:
+        if not run.ok:
+            if failing < MAX_CELL_ERRORS:
+                kept.append(run)
+                failing += 1
+            else:
+                omitted += 1
+        elif len(kept) < MAX_CELLS_KEPT:
+            kept.append(run)
+    return kept, omitted
+
+
 @dataclass
 class Flag:
     """Something about how a submission was handed in that the instructor should look at (grading still ran)."""
@@ -79,6 +102,9 @@ class HandIn:
     """How and when a submission was handed in, and what lateness costs (autograder.intake.handin)."""
 
     submitted_at: str | None = None  # the time used (ISO 8601, UTC), None when unknown
+    # the same time to the microsecond (ISO 8601, naive UTC), as the gradebook stores it: nbgrader's own reading of
+    # timestamp.txt when that is the time used (formgrader compares the two exactly), else the observed time
+    submitted_exact: str | None = None
     time_source: str = "none"  # "timestamp.txt", "exchange" (the collector-observed time) or "none"
     student_timestamp: str | None = None  # what timestamp.txt says (ISO 8601, UTC)
     observed_at: str | None = None  # when the exchange saw it land (ISO 8601, UTC)
@@ -105,7 +131,8 @@ class SubmissionResult:
     score: float
     max_score: float
     parts: list[PartResult] = field(default_factory=list)
-    cells: list[CellRun] = field(default_factory=list)
+    cells: list[CellRun] = field(default_factory=list)  # bounded: see bounded_cells
+    cell_errors_omitted: int = 0  # failing cells beyond the first MAX_CELL_ERRORS: counted, not kept
     skipped_cells: list[int] = field(default_factory=list)  # demo cells left unchanged, not run (intake.skipping)
     message: str = ""  # why the status is what it is (Chinese for the student, with an English hint)
     tier: str = ""  # the sandbox tier the code ran under
@@ -173,3 +200,39 @@ class SubmissionResult:
             "max_score": self.max_score, "status": self.status,
             "checks": [(c.grade_id, c.name, c.passed, c.points, c.diagnosis) for p in self.parts for c in p.checks],
         }
+
+
+MAX_RESULT_BYTES = 2 * 1024**2  # a stored result (its JSON) stays under this, whatever the submission held
+
+
+def bound_size(result: SubmissionResult, limit: int = MAX_RESULT_BYTES) -> SubmissionResult:
+    """Make `result` fit `limit` bytes of JSON in place (the caps where each value enters keep it far below; this
+    is the last guard): texts of cells, checks and answers cut shorter and check details dropped, step by step, each
+    cut said with a visible "…（已截断）". Returns the result."""
+    import json
+
+    from autograder.intake.validate import CUT, clipped
+
+    def size() -> int:
+        return len(json.dumps(result.to_dict(), ensure_ascii=True, default=str))
+
+    for chars in (500, 100):
+        if size() <= limit:
+            return result
+        for cell in result.cells:
+            cell.error_message = clipped(cell.error_message, chars)
+        for part in result.parts:
+            part.message = clipped(part.message, 4 * chars)
+            for check in part.checks:
+                check.message = clipped(check.message, 4 * chars)
+                check.crash = clipped(check.crash, 4 * chars) if check.crash else check.crash
+                check.details = {CUT: ""} if check.details else {}
+        result.written_answers = {k: clipped(v, 4 * chars) for k, v in result.written_answers.items()}
+        result.hand_answers = {k: v if isinstance(v, (int, float)) or v is None else clipped(str(v), chars)
+                               for k, v in result.hand_answers.items()}
+        result.message = clipped(result.message, 4 * chars)
+    if size() > limit:  # still too big: keep what a score needs
+        result.cells = [c for c in result.cells if not c.ok][:10]
+        result.skipped_cells = result.skipped_cells[:1000]
+        result.timings = {}
+    return result

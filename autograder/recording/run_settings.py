@@ -3,9 +3,13 @@
     {"late_policy": {"method": ..., "points": ..., "percent": ..., "cap_percent": ...},
      "convention_credit": 0.0, "limits": {...Limits.to_dict()...}}
 
-The first run into an OUT writes them; a later run whose settings differ stops before grading and names each
-difference, unless the instructor accepts the new settings (`--accept-new-settings`), which then replace the
-stored ones (and every stored result is re-assessed or regraded under them).
+The first run into an OUT writes them. A later run reuses a stored setting it is not given: the late policy (given
+by any `--late-*` flag or `c.Autograde.late_*` in nbgrader_config.py; compared as a whole), the convention credit,
+and the cell, probe and submission budgets (`--cell-timeout`, `--probe-timeout`, `--submission-timeout` or
+`c.Autograde.submission_timeout`). A given setting that differs from the stored one stops the run before grading,
+with each difference named, unless the instructor accepts the new settings (`--accept-new-settings`), which then
+replace the stored ones (and every stored result is re-assessed or regraded under them). The other limits are the
+grader's own: a difference there (a new version) stops the run the same way.
 """
 
 import json
@@ -16,6 +20,9 @@ from autograder.intake.late import LatePolicy
 from autograder.recording.outputs import atomic_write
 
 FILE = "settings.json"
+# the settings an instructor gives (an option, nbgrader_config.py); any other is always this run's
+SETTABLE = ("late_policy", "convention_credit", "limits.cell_timeout", "limits.probe_timeout",
+            "limits.submission_timeout", "limits.submission_memory_bytes")
 
 
 class SettingsChanged(Exception):
@@ -65,22 +72,48 @@ def load(out: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def check_and_store(out: Path, now: dict, accept_new: bool = False) -> bool:
-    """Compare with OUT/settings.json and store `now` when there is nothing or `accept_new`; True if they changed.
+def reconcile(out: Path, now: dict, given: set[str], accept_new: bool = False) -> tuple[dict, bool]:
+    """This run's settings: `now` for what it was given (`given`: names of SETTABLE) and for the grader's own limits,
+    OUT/settings.json's for every other settable one that is stored (`now`'s default where nothing is); stored when
+    they differ from OUT/settings.json. Returns them and whether a given one changed what was stored.
 
-    Raises SettingsChanged (before anything is graded) when they differ and `accept_new` is False."""
+    Raises SettingsChanged (before anything is graded) when a given setting, or one of the grader's own, differs
+    from the stored one and `accept_new` is False."""
+    unknown = set(given) - set(SETTABLE)
+    if unknown:
+        raise ValueError(f"not settable: {sorted(unknown)}")
     try:
         stored = load(out)
     except SettingsChanged:
         if not accept_new:
             raise
         stored = {}
-    changed = stored is not None and stored != now
+    resolved = json.loads(json.dumps(now))
+    for group in SETTABLE:  # not given: the stored value, where there is one
+        if group in given:
+            continue
+        head, _, leaf = group.partition(".")
+        value = (stored or {}).get(head)
+        if leaf:
+            value = value.get(leaf) if isinstance(value, dict) else None
+        usable = isinstance(value, dict) if group == "late_policy" else \
+            isinstance(value, (int, float)) and not isinstance(value, bool)
+        if usable:
+            (resolved[head] if leaf else resolved)[leaf or head] = value
+    changed = stored is not None and stored != resolved
     if changed and not accept_new:
         raise SettingsChanged(
             f"the settings that change grades differ from those {Path(out) / FILE} was graded with:\n  "
-            + "\n  ".join(differences(stored, now))
-            + "\nGrade with the stored settings, or pass --accept-new-settings to regrade OUT under the new ones")
-    if stored != now:
-        atomic_write(Path(out) / FILE, json.dumps(now, indent=1, sort_keys=True))
-    return changed
+            + "\n  ".join(differences(stored, resolved))
+            + "\nGrade with the stored settings (leave out the option, or the line in nbgrader_config.py), or pass "
+              "--accept-new-settings to regrade OUT under the new ones")
+    if stored != resolved:
+        atomic_write(Path(out) / FILE, json.dumps(resolved, indent=1, sort_keys=True))
+    return resolved, changed
+
+
+def check_and_store(out: Path, now: dict, accept_new: bool = False) -> bool:
+    """`reconcile` with every setting given: compare with OUT/settings.json and store `now` when there is nothing or
+    `accept_new`; True if they changed. Raises SettingsChanged when they differ and `accept_new` is False."""
+    return reconcile(out, now, set(SETTABLE), accept_new)[1]
+

@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from autograder import __version__
 from autograder.assignments import has_hand
+from autograder.checks import DIAGNOSIS_RAISED
 from autograder.checks.diagnosis import heading
 from autograder.recording.results import STATUS_ERROR, SubmissionResult
 from autograder.running.sandbox.tiers import PROTECTS
@@ -178,10 +179,12 @@ class CheckBug:
     check: str
     count: int  # submissions it cost points
     crash: str  # the last lines of what it raised
+    in_diagnosis: bool = False  # its diagnosis (a variant, hint or key recogniser) raised, not the check on the reference
 
 
 def check_bugs(results: list[SubmissionResult]) -> list[CheckBug]:
-    """Checks that raised on a student's values and on the reference's too: bugs of ours, for the instructor."""
+    """Checks that raised on a student's values and on the reference's too, or whose diagnosis raised: bugs of ours,
+    for the instructor."""
     found: dict[tuple[str, str], CheckBug] = {}
     for r in results:
         for p in r.parts:
@@ -190,6 +193,7 @@ def check_bugs(results: list[SubmissionResult]) -> list[CheckBug]:
                     bug = found.setdefault((r.assignment_id, c.name), CheckBug(
                         r.assignment_id, c.name, 0, "\n".join((c.crash or "").strip().splitlines()[-3:])))
                     bug.count += 1
+                    bug.in_diagnosis |= (c.crash or "").startswith(DIAGNOSIS_RAISED)
     return sorted(found.values(), key=lambda b: (assignment_order(b.assignment_id), b.check))
 
 

@@ -168,6 +168,16 @@ def fmt_duration_zh(seconds: float) -> str:
     return text or f"{secs} 秒"
 
 
+def fmt_duration_words(seconds: float) -> str:
+    """A length of time in words, to the minute: "2 days", "1 day 3 hours", "1 hour 30 minutes"."""
+    minutes = int(round(seconds / 60))
+    days, rest = divmod(minutes, 1440)
+    hours, minutes = divmod(rest, 60)
+    parts = [f"{n} {unit}{'s' if n != 1 else ''}" for n, unit in ((days, "day"), (hours, "hour"), (minutes, "minute"))
+             if n]
+    return " ".join(parts) or "0 minutes"
+
+
 def fmt_duration(seconds: float) -> str:
     seconds = int(math.ceil(seconds))
     days, rest = divmod(seconds, 86400)

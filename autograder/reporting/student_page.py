@@ -172,9 +172,11 @@ def render_report(result: SubmissionResult) -> str:
          "hint": CELL_ERROR_HINTS.get(c.error_type or "", ""), "message": clip(c.error_message, 2000)}
         for c in result.cells if not c.ok
     ]
+    omitted = result.cell_errors_omitted if failed_cells else 0
     error = result.status == STATUS_ERROR
     return _env.get_template("report.html.j2").render(
         r=result, title=info.title, parts=parts, hand=hand, extra_written=extra_written, failed_cells=failed_cells,
+        cells_omitted=omitted, failed_count=len(failed_cells) + omitted,
         error=error, score=fmt_points(result.final_score), max_score=fmt_points(result.max_score),
         score_class=_score_class(result.final_score, result.max_score, error), handin=_handin_view(result),
         pending=fmt_points(result.pending_points) if result.pending_points and not error else "",

@@ -4,6 +4,9 @@
     run_submissions(submissions, options, on_result, Executor("dask", workers=4))                # a LocalCluster
     run_submissions(submissions, options, on_result, Executor("dask", scheduler="tcp://host:8786"))
 
+Local grading happens in worker processes, each with a memory limit of its own (`Executor.memory_bytes`), one worker
+included: only tests and the Python API may ask to grade in this process (`Executor.in_process`).
+
 Every executor runs the same function on each submission (autograder.running.worker over
 engine.grade_batch), so the results are identical; `on_result` is called in this process, one
 result at a time, in the order they finish (the caller records them durably): `on_result(result)`, or
@@ -39,6 +42,10 @@ WORKER_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPE
 IN_FLIGHT = 2  # jobs queued per local worker: the next is ready while this process records the last
 MAX_ATTEMPTS = 2  # a submission whose worker process died under it is tried once more, alone, on a fresh worker
 HEARTBEAT = 0.25  # seconds between heartbeats while waiting for local workers
+# Each local worker's own memory (RLIMIT_DATA, its heap and anonymous mappings; its libraries' ~0.1 GiB come on top):
+# whatever a submission's replies make it hold, an overflow fails that submission or ends that worker (the
+# dead-worker path), never the run. An honest worker peaks near 0.4 GiB.
+WORKER_MEMORY_BYTES = 1024**3
 
 
 class ExecutorError(Exception):
@@ -48,9 +55,15 @@ class ExecutorError(Exception):
 @dataclass
 class Executor:
     kind: str = "local"  # "local" or "dask"
-    workers: int = 1  # local: worker processes (1: grade in this process); dask: LocalCluster workers
+    workers: int = 1  # local: worker processes; dask: LocalCluster workers
     scheduler: str | None = None  # dask: an existing cluster's scheduler address
     usage: list[dict] = field(default_factory=list)  # per worker, filled in by the run: peak memory
+    # grade in this process when one worker (or one submission) would do: for tests and the Python API only; the
+    # CLI always grades in worker processes, whose memory is limited (memory_bytes), so that an overflow ends a
+    # worker and never the run
+    in_process: bool = False
+    memory_bytes: int | None = WORKER_MEMORY_BYTES  # each local worker's RLIMIT_DATA (None: no limit)
+    prestarted: list = field(default_factory=list, repr=False, compare=False)  # (settings, _Worker) from prestart
 
 
 def default_workers() -> int:
@@ -58,8 +71,28 @@ def default_workers() -> int:
 
 
 def in_process(executor: Executor, count: int) -> bool:
-    """Whether `run_submissions` grades `count` submissions in this process (one worker, or one submission)."""
-    return executor.kind == "local" and (executor.workers <= 1 or count == 1)
+    """Whether `run_submissions` grades `count` submissions in this process: only when asked (`in_process`), and
+    then with one worker or one submission."""
+    return executor.kind == "local" and executor.in_process and (executor.workers <= 1 or count == 1)
+
+
+def _settings(options: "GradingOptions", assignment_ids, executor: Executor) -> str:
+    """The first line a local worker reads: how to grade, which assignments, its memory limit."""
+    from autograder.running.worker import options_to_payload
+
+    return json.dumps({"options": options_to_payload(options), "assignment_ids": sorted(set(assignment_ids)),
+                       "memory_bytes": executor.memory_bytes})
+
+
+def prestart(executor: Executor, options: "GradingOptions", assignment_ids, count: int) -> None:
+    """Start the local workers for `count` submissions of `assignment_ids` now, before the caller's own imports (each
+    imports torch and launches its warm sandbox parent meanwhile); `run_submissions` with the same options and
+    assignments takes them over. Nothing when grading happens here or elsewhere."""
+    if executor.kind != "local" or in_process(executor, count) or count <= 0:
+        return
+    settings = _settings(options, assignment_ids, executor)
+    for _ in range(min(executor.workers, count) - len(executor.prestarted)):
+        executor.prestarted.append((settings, _Worker(settings)))
 
 
 def run_submissions(submissions: "list[Submission]", options: "GradingOptions",
@@ -173,10 +206,13 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
     that job is suspected. It is tried once more, alone, on a fresh worker, and then recorded as an error of
     ours (never kept in the regrade cache); the jobs it held but had not started go back to the queue as they
     were. A worker that dies before it starts any job (it cannot even run) stops the run with its error output."""
-    from autograder.running.worker import options_to_payload
-
-    settings = json.dumps({"options": options_to_payload(options),
-                           "assignment_ids": sorted({s.assignment_id for s in submissions})})
+    settings = _settings(options, {s.assignment_id for s in submissions}, executor)
+    early = [w for s, w in executor.prestarted if s == settings]  # started early for this very run
+    for s, w in executor.prestarted:
+        if s != settings:
+            w.process.kill()
+            w.close()
+    executor.prestarted.clear()
     queue = deque(range(len(submissions)))
     attempts = [0] * len(submissions)  # how many workers died while grading it
     selector = selectors.DefaultSelector()
@@ -201,7 +237,7 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
             worker.finish()
 
     def start(solo: int | None = None) -> None:
-        worker = _Worker(settings)
+        worker = early.pop() if early and solo is None else _Worker(settings)
         worker.solo = solo
         workers.append(worker)
         selector.register(worker.results, selectors.EVENT_READ, worker)
@@ -266,6 +302,9 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
                 if not worker.closed:
                     feed(worker)
     finally:
+        for worker in early:  # started early, not needed after all
+            worker.process.kill()
+            worker.close()
         for worker in workers:
             if worker.process.poll() is None:
                 worker.process.kill()

@@ -19,10 +19,13 @@ import threading
 from dataclasses import asdict
 from pathlib import Path
 
-from autograder.engine import Grader, GradingOptions, Submission, grade_batch
 from autograder.running.executors import finished
 from autograder.recording.results import SubmissionResult
-from autograder.running.sandbox.process import Limits
+from autograder.running.jobs import GradingOptions, Submission
+from autograder.running.sandbox.limits import Limits
+
+# The engine (torch, pytest, the checks) is imported once the warm sandbox parent is launched: both import torch at
+# the same time (this module is light: the CLI imports it to plan the run).
 
 
 def options_to_payload(options: GradingOptions) -> dict:
@@ -43,8 +46,38 @@ def options_from_payload(payload: dict) -> GradingOptions:
 
 
 def usage() -> dict:
-    """Peak resident memory of this worker and of the largest sandbox it has run (KiB)."""
-    return {"worker_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "pid": os.getpid()}
+    """Peak resident memory of this worker (KiB) and its memory limit (bytes, None: none)."""
+    limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    return {"worker_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "pid": os.getpid(),
+            "memory_limit_bytes": None if limit == resource.RLIM_INFINITY else limit}
+
+
+def _launch_warm_parent(options: GradingOptions):
+    """The warm sandbox parent, launched now (it imports torch while this process does); None when that fails here
+    (the Grader then tries again, and says why)."""
+    from autograder.running.sandbox import environment, tiers
+    from autograder.running.sandbox.zygote import Zygote
+
+    try:
+        tier = tiers.choose(options.tier, options.allow_weak_sandbox)
+        return Zygote(environment.locate(), tier, options.limits.startup_timeout).launch()
+    except Exception:
+        return None
+
+
+def limit_memory(limit: int | None) -> None:
+    """This process's heap and anonymous memory at most `limit` bytes (RLIMIT_DATA, soft limit; None: unchanged).
+
+    Set after the warm sandbox parent started: rlimits are inherited, and the sandboxes are forked from that parent
+    with limits of their own. Past the limit an allocation fails here (MemoryError, or torch's RuntimeError): that
+    submission's error, or, if this process cannot go on, a dead worker, whose submission is tried once more alone
+    and then recorded as not graded; the run goes on."""
+    if not limit:
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
 
 
 # --- local worker process -----------------------------------------------------------------------------
@@ -80,7 +113,11 @@ def serve(jobs_fd: int, results_fd: int) -> int:
         rendered = finished(result, recordings.pop(i, None))  # before to_dict: it finishes the result
         send({"i": i, "result": result.to_dict(), **({"rendered": rendered} if rendered is not None else {})})
 
-    grader = Grader(options)
+    zygote = _launch_warm_parent(options)  # before this process imports torch, and before its memory is limited
+    from autograder.engine import Grader, grade_batch
+
+    grader = Grader(options, zygote)
+    limit_memory(settings.get("memory_bytes"))
     try:
         grade_batch(stream(), options, on_result, assignment_ids=settings["assignment_ids"], grader=grader)
     except BaseException as exc:  # the batch itself failed (a broken check module, no sandbox): say so
@@ -95,7 +132,7 @@ def serve(jobs_fd: int, results_fd: int) -> int:
 
 # --- Dask ---------------------------------------------------------------------------------------------
 
-_GRADERS: dict[str, Grader] = {}  # per worker process: the warm sandbox parent outlives one task
+_GRADERS: dict = {}  # per worker process (a Grader per payload): the warm sandbox parent outlives one task
 
 
 def grade_chunk(jobs: list[dict], payload: dict) -> dict:
@@ -104,6 +141,8 @@ def grade_chunk(jobs: list[dict], payload: dict) -> dict:
     Returns {"results": [SubmissionResult as dict, ...], "rendered": [its files or None, ...], "usage": {...}} in
     the order of `jobs`.
     """
+    from autograder.engine import Grader, grade_batch
+
     key = json.dumps(payload, sort_keys=True)
     options = options_from_payload(payload)
     grader = _GRADERS.get(key)

@@ -31,6 +31,7 @@ import nbformat
 from autograder import REPO_ROOT
 from autograder.examples import notebook_with_edits
 from autograder.running.sandbox import tiers
+from hostile import channels as channels_module
 
 SOURCE = REPO_ROOT / "assignments" / "rmsnorm" / "rmsnorm.ipynb"
 ASSIGNMENT = "rmsnorm"
@@ -301,10 +302,21 @@ for path in @@FIFO_PATHS@@:
     except OSError:
         pass
 """
+DEMO_NAME_COMPUTED = "_seen = ('{0.__glo' + 'bals__[rms_out]}').format(rms_norm)"
 HUGE_HAND_ANSWER = "rms = 10**400\noutput = [float('inf'), -10**400]"
 SURROGATE_TEXT = ("print(chr(0xDCFF) * 3, 'x' + chr(0xD800))\n"
                   "NOTE = chr(0xDC80)\n"
                   "raise ValueError('bad ' + chr(0xDC80) + chr(0xDBFF))")
+# The reply encoder made compact (it is the student's to patch): a list of 4 million numbers then fits the 8 MiB
+# header and reaches the grader as the typed answer.
+HAND_ANSWER_4_MILLION = """
+import gc, json, types
+for _m in [m for m in gc.get_objects() if isinstance(m, types.ModuleType) and hasattr(m, "_json_dumps")]:
+    _m._json_dumps = lambda h, allow_nan=False: json.dumps(h, separators=(",", ":"))
+rms = [1] * 4_000_000
+"""
+FLOOD_CELLS = 2000  # failing cells (tests/test_bounds.py grades 40,000: a 5 MiB notebook)
+FLOOD_CELL = 'raise ValueError("failing cell " * 200)'  # a 2,600-character message each
 GAMMA_LINE = "        self.gamma = nn.Parameter(torch.ones(d_model))"
 GAMMA_STATE_DICT_LIE = (GAMMA_LINE, GAMMA_LINE.replace("ones", "zeros") + (
     "\n\n    def state_dict(self, *args, **kwargs):\n"
@@ -363,6 +375,10 @@ FORGED = {
     "huge_buffers": (lambda h: struct.pack(">I", len(h)) + h)(json.dumps(
         {"op": "call", "id": 1, "ok": True, "buffers": [2**40],
          "values": {"$dict": [["result", {"$tensor": 0, "dtype": "uint8", "shape": [2**40]}]]}}).encode()),
+    # one 64 MiB buffer named 20 times: each reference decoded to a copy of its own was 1.25 GiB in the grader
+    "aliasing": (lambda h: struct.pack(">I", len(h)) + h + bytes(64 * 1024**2))(json.dumps(
+        {"op": "call", "id": 1, "ok": True, "buffers": [64 * 1024**2],
+         "values": {"$dict": [["result", [{"$tensor": 0, "dtype": "float32", "shape": [16 * 1024**2]}] * 20]]}}).encode()),
     "lying_shape": (lambda h: struct.pack(">I", len(h)) + h + bytes(16))(json.dumps(
         {"op": "call", "id": 1, "ok": True, "buffers": [16],
          "values": {"$dict": [["result", {"$tensor": 0, "dtype": "float32", "shape": [64, 64]}]]}}).encode()),
@@ -454,6 +470,45 @@ def _no_cells(out: Path, ctx) -> Path:
     return _write(out, json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}).encode())
 
 
+# --- what one submission leaves for the next (issue 21): writers store a token, readers look for it ------------
+
+KERNEL_STATE = ("key_ring", "sysv_shm", "sysv_msg", "posix_mq")  # per uid or per IPC namespace: refused or private
+SHARED_FILES = ("shared_files", "abstract_socket")  # /tmp, /var/tmp, /dev/shm, a daemon on an abstract socket
+STASH_TOKEN = "HOSTILE-STASH-the-reference-rms-norm"
+
+
+def _stash_writer(channels) -> str:
+    return channels_module.PRELUDE + f"SECRET = {STASH_TOKEN!r}\n" + "".join(
+        channels_module.WRITERS[c] for c in channels)
+
+
+def _stash_reader(channels) -> str:
+    """Sets STASH_FOUND when any channel gives the writer's token: the reader's rms_norm is then the right one."""
+    return channels_module.PRELUDE + "_hits = []\n" + "".join(
+        channels_module.READERS[c] + "_hits.append(found)\n" for c in channels) + (
+        f"STASH_FOUND = any(h == {STASH_TOKEN!r} for h in _hits)\n")
+
+
+# the reader's rms_norm is wrong unless something of the writer reached it
+STASH_READER_EDIT = ((RETURN_LINE, "return (xc / rms * gamma.to(compute_dtype)).to(x.dtype) "
+                                   "if globals().get('STASH_FOUND') else x"),)
+
+MEMORY_HOG = """
+import os, time
+children = []
+for i in range(3):  # three children of 500 MiB each, touched: 1.5 GiB against the submission's 1 GiB
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(500 * 1024**2)
+        for j in range(0, len(block), 4096):
+            block[j] = 1
+        time.sleep(120)
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+
 # --- the corpus ----------------------------------------------------------------------------------------
 
 TIMEOUT_1 = Expect(failed_cells=1, cell_errors=frozenset({"Timeout"}))
@@ -511,6 +566,11 @@ CASES = [
         "import torch\nbig = torch.empty(50 * 1024**3, dtype=torch.uint8)")),),
         expect=Expect(failed_cells=1, cell_errors=frozenset({"RuntimeError", "OutOfMemoryError", "MemoryError",
                                                              "Crash"}))),
+    # all of a submission's processes share one memory budget (HOSTILE_LIMITS: 1 GiB; a cgroup or the watchdog)
+    Case("memory_hog_three_children", "three forked children touching 500 MiB each, over a 1 GiB budget",
+         cells=((12, MEMORY_HOG),), expect=Expect(score="<=", failed_cells=None,
+                                                  cell_errors=frozenset({"MemoryLimit"}),
+                                                  failing_parts=frozenset(PARTS), message="内存超出限制")),
     Case("print_100_mb", "100 MB to stdout/stderr, in a cell and in every rms_norm call",
          ((RETURN_LINE, "print('y' * 10**6)\n    " + RETURN_LINE),), ((12, PRINT_100_MB),)),
     Case("fork_bomb", "while True: os.fork()", cells=((12, FORK_BOMB),), contained_by=PROCESS_FENCED, alone=True,
@@ -541,6 +601,15 @@ CASES = [
          cells=((12, LOOPBACK),), contained_by=NETWORK_FENCED),
     Case("unix_sockets_and_fifos", "connect and send to Unix sockets, write to FIFOs the test made under /tmp and /run",
          cells=((12, UNIX_AND_FIFOS),), contained_by=ISOLATING),
+    # --- left for the next student (graded right after the writer, in the same batch): nothing crosses
+    Case("kernel_state_writer", "a key in the uid's key ring, SysV shared memory and a message, a POSIX queue",
+         cells=((-1, _stash_writer(KERNEL_STATE)),)),
+    Case("kernel_state_reader", "after kernel_state_writer: rms_norm is right only if it finds what that stored",
+         STASH_READER_EDIT, ((12, _stash_reader(KERNEL_STATE)),), baseline="wrong"),
+    Case("shared_files_writer", "files in /tmp, /var/tmp and /dev/shm, a daemon serving an abstract Unix socket",
+         cells=((-1, _stash_writer(SHARED_FILES)),), contained_by=ISOLATING),
+    Case("shared_files_reader", "after shared_files_writer: rms_norm is right only if it finds what that left",
+         STASH_READER_EDIT, ((12, _stash_reader(SHARED_FILES)),), baseline="wrong", contained_by=ISOLATING),
     # --- student data the grader must take as data (numbers, text), and what a module says about itself
     Case("huge_hand_answer", "the hand answer rms = 10**400 (no float holds it), output with inf",
          cells=((-1, HUGE_HAND_ANSWER),), expect=Expect(score="<=", message="无法比较的数",
@@ -549,6 +618,9 @@ CASES = [
          cells=((-1, SURROGATE_TEXT),), expect=Expect(failed_cells=1, cell_errors=frozenset({"ValueError"}))),
     Case("gamma_state_dict_lie", "gamma initialised to zeros, with a state_dict() that reports ones",
          (GAMMA_STATE_DICT_LIE,), expect=Expect(score="<=", message="gamma 的初始值不是全 1"), alone=False),
+    # --- the unchanged demo cell (skipped) reached through a name no static rule sees: graded again with every cell
+    Case("demo_name_through_a_computed_format_field", "after the unchanged demo cell, a cell that reads the demo's "
+         "rms_out through a format field built with +", cells=((-1, DEMO_NAME_COMPUTED),)),
     # --- forged replies on the sandbox's reply channel (found through /proc/self/fd)
     Case("forged_reply_pickle", "a pickle whose __reduce__ writes a file", forge("pickle"), ((12, FORGERY),),
          expect=PROBE_BROKEN),
@@ -557,6 +629,14 @@ CASES = [
          expect=PROBE_BROKEN),
     Case("forged_reply_lying_shape", "a header whose shape disagrees with its buffer", forge("lying_shape"),
          ((12, FORGERY),), expect=PROBE_BROKEN),
+    Case("forged_reply_aliasing", "one 64 MiB buffer named 20 times in a reply's header", forge("aliasing"),
+         ((12, FORGERY),), expect=PROBE_BROKEN),
+    # --- more than the grader keeps: bounded where it enters, the cut said ("…（已截断）")
+    Case("failing_cell_flood", f"{FLOOD_CELLS} failing cells, each with a long message",
+         cells=tuple((-1, FLOOD_CELL) for _ in range(FLOOD_CELLS)),
+         expect=Expect(failed_cells=50, cell_errors=frozenset({"ValueError"}))),  # the first 50 kept, the rest counted
+    Case("hand_answer_4_million_numbers", "the hand answer rms is a list of 4 million numbers (compact encoding)",
+         cells=((-1, HAND_ANSWER_4_MILLION),), expect=Expect(score="<=", message="应该是一个数")),
     # --- broken and edited notebooks (read before any sandbox starts)
     Case("corrupt_json", "a notebook cut short", build=lambda out, ctx: _write(out, b'{"cells": ['), baseline=None,
          expect=Expect(status=ERROR, score="0", message="JSON")),
@@ -673,6 +753,8 @@ CLAIMS = {
     "leftover processes": ("setsid_daemon",),
     "fork bombs": ("fork_bomb",),
     "filling the disk": ("disk_filler",),
-    "memory": ("allocate_50_gb",),
+    "memory": ("allocate_50_gb", "memory_hog_three_children"),
+    "key rings and IPC objects left for the next student": ("kernel_state_reader",),
+    "files and abstract sockets left for the next student": ("shared_files_reader",),
     "time": ("endless_loop_cell", "endless_loop_ignoring_alarm", "sleep_forever_in_cell", "sleep_forever_in_probe"),
 }

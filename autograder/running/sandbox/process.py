@@ -15,7 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from autograder.running.sandbox import tiers, uids, wire
+from autograder.running.sandbox import memory, tiers, uids, wire
 from autograder.running.sandbox.reply import Reply, ReplyError, check_reply, decode_values, parse_json_header  # noqa: F401
 from autograder.running.sandbox.limits import Limits  # noqa: F401 (part of this module's interface)
 from autograder.running.sandbox.environment import SandboxEnvironment
@@ -41,6 +41,12 @@ class SandboxProtocolError(SandboxError):
     kind = "protocol"
 
 
+class SandboxMemoryExceeded(SandboxError):
+    """The submission's processes together passed its memory budget (Limits.submission_memory_bytes): all killed."""
+
+    kind = "memory"
+
+
 @dataclass
 class Sandbox:
     environment: SandboxEnvironment
@@ -58,6 +64,7 @@ class Sandbox:
         self._requests = self._replies = None
         self._next_id = 0
         self._failure = ""
+        self.guard: memory.MemoryGuard | None = None
 
     # --- lifetime ---------------------------------------------------------------------------------
 
@@ -88,14 +95,17 @@ class Sandbox:
             limits=self._rlimits(uid), max_request_bytes=self.limits.max_reply_bytes,
             max_elements=self.limits.max_elements,
         )
+        self.guard, cgroup_fds = self._memory_guard(uid)
         req_read, req_write = os.pipe()
         rep_read, rep_write = os.pipe()
         self._requests, self._replies = req_write, rep_read
         try:
-            self.pid, _ = self.zygote.spawn(child, (req_read, rep_write), timeout=self.limits.startup_timeout)
+            self.pid, _ = self.zygote.spawn(child, (req_read, rep_write, *cgroup_fds),
+                                            timeout=self.limits.startup_timeout)
         finally:
             os.close(req_read)
             os.close(rep_write)
+        self.guard.start()
         os.set_blocking(self._requests, False)
         header, _ = self._read(time.monotonic() + self.limits.startup_timeout)
         if header.get("op") == "failed":
@@ -107,6 +117,36 @@ class Sandbox:
         self.info = header
         return header
 
+    def _memory_guard(self, uid) -> tuple[memory.MemoryGuard, list[int]]:
+        """The submission's memory budget, for all its processes together: its pool uid's cgroup where the grader
+        can make one (the kernel enforces it), else a watchdog over its processes. And the descriptors of the
+        cgroup's `cgroup.procs` files for its first process to enter."""
+        budget = self.limits.submission_memory_bytes
+        if uid is not None and memory.resolve(self.limits.memory_guard) == "cgroup":
+            cgroup = memory.UidCgroup(memory.cgroup_layout(), uid, budget, self.limits.processes + 8).create()
+            self.lease.cgroup = cgroup  # removed when the uid is released, once its processes are gone
+            return memory.MemoryGuard(budget, lambda: (), lambda: uids.kill_all(uid), cgroup), cgroup.procs_fds()
+        if self.limits.memory_guard == "cgroup":
+            memory.resolve("cgroup")  # says why there is none
+            raise memory.MemoryGuardUnavailable("a memory cgroup needs a pool uid (a grader running as root)")
+        if uid is not None:
+            return memory.MemoryGuard(budget, lambda: uids.processes_of(uid), lambda: uids.kill_all(uid)), []
+        # no pool uid: the warm parent's descendants that were not there before this sandbox
+        root = self.zygote.process.pid
+        before = memory.descendants(root)
+
+        def processes():
+            return memory.descendants(root) - before
+
+        def kill():
+            for pid in processes():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+        return memory.MemoryGuard(budget, processes, kill), []
+
     def _rlimits(self, uid) -> dict:
         # RLIMIT_NPROC counts every process of the uid: without a pool uid, the grader's own count too
         base = 0 if uid is not None else len(uids.processes_of(os.getuid()))
@@ -117,6 +157,8 @@ class Sandbox:
 
     def close(self) -> None:
         """Kill everything the sandbox started and give its uid back."""
+        if self.guard is not None:
+            self.guard.stop()
         if self.pid is not None:
             if self.zygote is not None:
                 self.zygote.kill(self.pid)
@@ -151,15 +193,34 @@ class Sandbox:
         """Send one request and wait for its reply; the runner's own timer gets `timeout`."""
         if self.pid is None:
             raise SandboxDied("the sandbox is not running")
+        self._over_memory()
         self._next_id += 1
         header = dict(header, id=self._next_id, timeout=timeout)
         deadline = time.monotonic() + timeout + self.limits.grace
-        self._write(header, values, deadline)
-        reply, reply_values = self._read(deadline)
+        try:
+            self._write(header, values, deadline)
+            reply, reply_values = self._read(deadline)
+        except SandboxError:
+            self._over_memory(look=True)
+            raise
         try:
             return check_reply(reply, reply_values, self._next_id)
         except ReplyError as exc:
             raise SandboxProtocolError(str(exc)) from None
+
+    def _over_memory(self, look: bool = False) -> None:
+        """SandboxMemoryExceeded if the submission is over its memory budget (the guard has killed it, or does now)."""
+        if self.guard is None:
+            return
+        if look and not self.guard.exceeded.is_set():
+            try:
+                self.guard.check()  # a last look: the kernel may have OOM-killed it a moment ago
+            except Exception:  # noqa: BLE001
+                pass
+        if self.guard.exceeded.is_set():
+            raise SandboxMemoryExceeded(
+                f"the submission's processes together passed its memory budget of "
+                f"{self.limits.submission_memory_bytes / 1024**3:g} GiB ({self.guard.path})")
 
     def _write(self, header, values, deadline):
         buffers: list[bytes] = []

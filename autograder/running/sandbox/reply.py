@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass
 
 from autograder.running.sandbox import wire
-from autograder.intake.validate import plain_value, safe_text
+from autograder.intake.validate import clipped, plain_value
 
 MAX_ERROR_TYPE = 100
 MAX_ERROR_MESSAGE = 2000
@@ -69,7 +69,7 @@ def check_reply(header: dict, values, expected_id: int | None) -> Reply:
     if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds < 0 or seconds > 1e7:
         seconds = 0.0
     output = header.get("output", "")
-    output = safe_text(output, MAX_OUTPUT) if isinstance(output, str) else ""
+    output = clipped(output, MAX_OUTPUT) if isinstance(output, str) else ""
     error = header.get("error")
     if ok:
         error = None
@@ -86,7 +86,7 @@ def check_reply(header: dict, values, expected_id: int | None) -> Reply:
 
 
 def _text(value, limit: int) -> str:
-    return safe_text(value, limit) if isinstance(value, str) else ""
+    return clipped(value, limit) if isinstance(value, str) else ""
 
 
 def parse_reply_frame(frame: bytes, expected_id: int | None, max_total_bytes: int = 256 * 1024**2,

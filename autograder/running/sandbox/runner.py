@@ -144,25 +144,74 @@ def apply_landlock(read_paths, write_paths):
     return abi
 
 
-# --- seccomp: no Unix-domain sockets (the landlock tier) ------------------------------------------
+# --- seccomp: no Unix-domain sockets (the landlock tier), no per-uid kernel state (every tier) -----
 #
 # Landlock (up to the ABI this kernel has) does not mediate connect() on a pathname Unix socket, and a
 # network namespace does not cover pathname sockets: a filter refuses socket(AF_UNIX, ...) instead.
 # socketpair() stays allowed (it reaches nothing outside). Foreign-ABI system calls (i386 on x86_64, x32)
 # are refused as a whole: nothing in the sandbox uses them, and they would bypass the numbers checked here.
+#
+# Kernel key rings belong to the uid and are in no namespace that bubblewrap run as root unshares: a key
+# added by one submission would be readable by the next one on the same pool uid (and by anyone, with "other"
+# permissions), and it outlives the sandbox. So add_key, request_key and keyctl are refused in every tier:
+# nothing is ever stored. In a tier without an IPC namespace of its own, SysV IPC and POSIX message queues
+# are refused the same way ("sysv_ipc").
 
 _SECCOMP_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # AUDIT_ARCH_*, __NR_socket
+_REFUSED_SYSCALLS = {
+    "x86_64": {"keys": (248, 249, 250),  # add_key, request_key, keyctl
+               "sysv_ipc": (29, 30, 31, 67, 64, 65, 66, 220, 68, 69, 70, 71,  # shm*, sem*, msg*
+                            240, 241, 242, 243, 244, 245)},  # mq_open ... mq_getsetattr
+    "aarch64": {"keys": (217, 218, 219),
+                "sysv_ipc": tuple(range(180, 198))},  # mq_open ... shmdt
+}
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _RET_ALLOW, _RET_EACCES, _RET_EPERM = 0x7FFF0000, 0x00050000 | 13, 0x00050000 | 1
 _LD_ABS_W, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 
 
-def apply_seccomp_no_unix_sockets():
-    """Refuse socket(AF_UNIX, ...) with EACCES from now on, in this process and every child (no_new_privs is set)."""
-    machine = os.uname().machine
+def seccomp_program(machine, no_unix_sockets, refuse=()):
+    """The filter: foreign ABIs refused; the system calls of the groups in `refuse` fail with EPERM;
+    with `no_unix_sockets`, socket(AF_UNIX, ...) fails with EACCES; anything else is allowed."""
     if machine not in _SECCOMP_ARCH:
         raise OSError(0, f"no seccomp filter for {machine}")
     arch, socket_nr = _SECCOMP_ARCH[machine]
+    refused = sorted({nr for group in refuse for nr in _REFUSED_SYSCALLS[machine][group]})
+    # (code, jump if true, jump if false, k): a jump is a label ("allow", "eacces", "eperm") or 0 (the next one)
+    program = [
+        (_LD_ABS_W, 0, 0, 4),  # A = seccomp_data.arch
+        (_JEQ_K, "abi", "eperm", arch),  # any foreign-ABI system call: refused
+        ("abi",),
+        (_LD_ABS_W, 0, 0, 0),  # A = seccomp_data.nr
+        (_JGE_K, "eperm", 0, 0x40000000),  # x32 numbers: refused
+    ]
+    program += [(_JEQ_K, "eperm", 0, nr) for nr in refused]
+    if no_unix_sockets:
+        program += [
+            (_JEQ_K, 0, "allow", socket_nr),  # socket(): look at the address family
+            (_LD_ABS_W, 0, 0, 16),  # A = low 32 bits of args[0]
+            (_JEQ_K, "eacces", "allow", 1),  # AF_UNIX: refused
+        ]
+    program += [("allow",), (_RET_K, 0, 0, _RET_ALLOW), ("eacces",), (_RET_K, 0, 0, _RET_EACCES),
+                ("eperm",), (_RET_K, 0, 0, _RET_EPERM)]
+    labels, code = {}, []
+    for op in program:
+        if len(op) == 1:
+            labels[op[0]] = len(code)
+        else:
+            code.append(op)
+    resolved = []
+    for i, (op, jt, jf, k) in enumerate(code):
+        jt, jf = (labels[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf))
+        if not (0 <= jt < 256 and 0 <= jf < 256):
+            raise OSError(0, "seccomp filter too long")
+        resolved.append((op, jt, jf, k))
+    return resolved
+
+
+def apply_seccomp(no_unix_sockets=False, refuse=()):
+    """Install `seccomp_program` in this process and every child (no_new_privs is set first)."""
+    program = seccomp_program(os.uname().machine, no_unix_sockets, refuse)
 
     class SockFilter(ctypes.Structure):
         _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
@@ -170,23 +219,16 @@ def apply_seccomp_no_unix_sockets():
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
 
-    program = [
-        (_LD_ABS_W, 0, 0, 4),  # 0: A = seccomp_data.arch
-        (_JEQ_K, 1, 0, arch),  # 1: our ABI -> 3
-        (_RET_K, 0, 0, _RET_EPERM),  # 2: any foreign-ABI system call: refused
-        (_LD_ABS_W, 0, 0, 0),  # 3: A = seccomp_data.nr
-        (_JGE_K, 4, 0, 0x40000000),  # 4: x32 numbers -> 9 (refused)
-        (_JEQ_K, 0, 2, socket_nr),  # 5: socket() -> 6, anything else -> 8
-        (_LD_ABS_W, 0, 0, 16),  # 6: A = low 32 bits of args[0], the address family
-        (_JEQ_K, 1, 0, 1),  # 7: AF_UNIX -> 9
-        (_RET_K, 0, 0, _RET_ALLOW),  # 8
-        (_RET_K, 0, 0, _RET_EACCES),  # 9
-    ]
     filters = (SockFilter * len(program))(*[SockFilter(*op) for op in program])
     prog = SockFprog(len(program), filters)
     libc = ctypes.CDLL(None, use_errno=True)
     _libc_call(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "setting no_new_privs")
     _libc_call(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "installing seccomp")
+
+
+def apply_seccomp_no_unix_sockets():
+    """Refuse socket(AF_UNIX, ...) with EACCES from now on, in this process and every child."""
+    apply_seccomp(no_unix_sockets=True)
 
 
 # --- the notebook and the probes ------------------------------------------------------------------
@@ -426,6 +468,25 @@ def _drop_to(libc, uid):
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # cleared by the uid change: set it after
 
 
+_KEYCTL = {"x86_64": 250, "aarch64": 219}
+_KEYCTL_CLEAR, _KEYCTL_LINK, _KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING = 7, 8, -4, -5
+
+
+def _clear_key_rings(libc):
+    """Empty the uid's user and user-session key rings (kept by the kernel per uid, across sandboxes): what a
+    sandbox of an older grader, or anything else on the machine run as this uid, left there is gone before
+    the student's code runs (this sandbox's seccomp filter then refuses every key-ring call)."""
+    nr = _KEYCTL.get(os.uname().machine)
+    if nr is None:
+        return
+    libc.syscall.restype = ctypes.c_long
+    for ring in (_KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING):
+        libc.syscall(ctypes.c_long(nr), ctypes.c_long(_KEYCTL_CLEAR), ctypes.c_long(ring))
+    # as the kernel makes them: the user-session ring links the user ring (the uid's other processes possess it)
+    libc.syscall(ctypes.c_long(nr), ctypes.c_long(_KEYCTL_LINK), ctypes.c_long(_KEY_SPEC_USER_KEYRING),
+                 ctypes.c_long(_KEY_SPEC_USER_SESSION_KEYRING))
+
+
 def _set_limits(limits):
     import resource
 
@@ -435,11 +496,15 @@ def _set_limits(limits):
             resource.setrlimit(getattr(resource, name), (value, value))
 
 
-def _child(torch, wire, spec, fd_in, fd_out, report_fd):
+def _child(torch, wire, spec, fd_in, fd_out, report_fd, cgroup_fds=()):
     """In the fork of the zygote: confine, then serve. Never returns."""
     libc = ctypes.CDLL(None, use_errno=True)
     status, out = 70, fd_out
     try:
+        # first of all, into the submission's cgroups (memory, pids): everything it starts is counted there
+        for fd in cgroup_fds:
+            os.write(fd, b"0")
+            os.close(fd)
         os.setsid()
         flags = 0
         for name in spec.get("namespaces", []):
@@ -467,11 +532,13 @@ def _child(torch, wire, spec, fd_in, fd_out, report_fd):
             _private_tmp(libc, spec["private_tmp"], uid, spec["workdir"])
         _set_limits(spec.get("limits", {}))
         _drop_to(libc, uid)
+        if uid is not None:
+            _clear_key_rings(libc)
         abi = None
         if spec.get("landlock"):
             abi = apply_landlock(spec["landlock"]["read"], spec["landlock"]["write"])
-        if spec.get("no_unix_sockets"):
-            apply_seccomp_no_unix_sockets()
+        if spec.get("no_unix_sockets") or spec.get("refuse_syscalls"):
+            apply_seccomp(bool(spec.get("no_unix_sockets")), spec.get("refuse_syscalls", ()))
         os.chdir(spec["workdir"])
         os.environ.clear()
         os.environ.update(spec.get("env", {}))
@@ -552,7 +619,7 @@ def zygote(config):
     send({"op": "ready", "pid": os.getpid(), "threads": threads, "torch": torch.__version__})
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(control, 1 << 20, 2)
+            data, fds, _, _ = socket.recv_fds(control, 1 << 20, 4)
         except OSError:
             return
         if not data:
@@ -561,7 +628,7 @@ def zygote(config):
         op = request.get("op")
         reap()
         if op == "spawn":
-            fd_in, fd_out = fds
+            fd_in, fd_out, *cgroup_fds = fds
             report_read, report_write = os.pipe()
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # until the child is in `children`
             pid = os.fork()
@@ -570,9 +637,9 @@ def zygote(config):
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
                 control.close()
                 os.close(report_read)
-                _child(torch, wire, request["spec"], fd_in, fd_out, report_write)
-            os.close(fd_in)
-            os.close(fd_out)
+                _child(torch, wire, request["spec"], fd_in, fd_out, report_write, cgroup_fds)
+            for fd in (fd_in, fd_out, *cgroup_fds):
+                os.close(fd)
             os.close(report_write)
             with os.fdopen(report_read, "rb") as report:
                 line = report.readline().strip()

@@ -16,8 +16,13 @@ wall-clock timeout kept by the grader.
   folder, forbids TCP (ABI >= 4) and signals out of the domain (ABI >= 6); a seccomp filter refuses
   socket(AF_UNIX) (Landlock does not mediate connect() on a pathname socket); as root also its own PID,
   network, IPC and UTS namespaces.
-- rlimits: rlimits and a wall-clock timeout only. Must be asked for explicitly, and is named in
-  every result and report.
+- rlimits: rlimits and a wall-clock timeout only (and the seccomp filter below). Must be asked for
+  explicitly, and is named in every result and report.
+
+Every tier's seccomp filter refuses the kernel key rings (add_key, request_key, keyctl: they belong to the uid,
+and bubblewrap run as root makes no user namespace), and where the tier has no IPC namespace of its own, SysV
+IPC and POSIX message queues. Every tier has a memory budget for all of a submission's processes together
+(memory.py: its pool uid's cgroup, else a watchdog).
 """
 
 import ctypes
@@ -31,12 +36,19 @@ TIERS = ("bubblewrap", "landlock", "rlimits")
 
 PROTECTS = {
     "bubblewrap": "file system (read-only /usr and runtime, private tmpfs), network, processes and signals "
-                  "(own PID namespace, killed as a whole), other students (own uid), resources (rlimits)",
+                  "(own PID namespace, killed as a whole), other students (own uid; kernel key rings refused by "
+                  "seccomp; own IPC namespace, /tmp, /dev/shm and network namespace: SysV IPC, POSIX queues, files "
+                  "and abstract sockets stay private), resources (rlimits, and a memory budget for all the "
+                  "submission's processes: a cgroup where the grader can make one, else a watchdog)",
     "landlock": "file system (Landlock: reads limited to the runtime, writes to scratch), TCP network, Unix-domain "
-                "sockets (seccomp refuses socket(AF_UNIX)), signals out of the sandbox (Landlock ABI >= 6), other "
-                "students (own uid when root), resources (rlimits)",
-    "rlimits": "resources only (memory, CPU, file size, processes) and a wall-clock timeout, and as root other "
-               "students' processes (a pool uid each): no file-system or network isolation",
+                "sockets (seccomp refuses socket(AF_UNIX), abstract ones included), signals out of the sandbox "
+                "(Landlock ABI >= 6), other students (own uid when root; kernel key rings refused by seccomp; SysV "
+                "IPC and POSIX queues in an own IPC namespace as root, refused by seccomp without root), resources "
+                "(rlimits, and the memory budget of all its processes: cgroup or watchdog)",
+    "rlimits": "resources only (memory: rlimits and the budget of all its processes, cgroup or watchdog; CPU, file "
+               "size, processes) and a wall-clock timeout; kernel key rings, SysV IPC and POSIX queues refused by "
+               "seccomp; as root other students' processes (a pool uid each, whose files in /tmp, /var/tmp and "
+               "/dev/shm and SysV objects are removed before reuse): no file-system or network isolation",
 }
 
 
@@ -108,7 +120,7 @@ def child_spec(tier: str, spec: LaunchSpec, uid: int | None, scratch: str | None
     root = os.geteuid() == 0
     if tier == "bubblewrap":
         return {"namespaces": ["mount", "pid", "net", "ipc", "uts"], "private_tmp": scratch_bytes,
-                "workdir": "/tmp/work", "uid": uid, "site": "/sandbox/site"}
+                "workdir": "/tmp/work", "uid": uid, "site": "/sandbox/site", "refuse_syscalls": ["keys"]}
     if tier == "landlock":
         if landlock_abi() < 1:
             raise SandboxUnavailable("Landlock is not enabled in this kernel")
@@ -118,9 +130,11 @@ def child_spec(tier: str, spec: LaunchSpec, uid: int | None, scratch: str | None
                     "read": ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/dev/null", "/dev/urandom", python_prefix,
                              spec.site, spec.runner_dir],
                     "write": [scratch]},
-                "no_unix_sockets": True}  # Landlock does not fence connect() on a pathname socket: seccomp does
+                "no_unix_sockets": True,  # Landlock does not fence connect() on a pathname socket: seccomp does
+                "refuse_syscalls": ["keys"] if root else ["keys", "sysv_ipc"]}  # as root: an IPC namespace
     if tier == "rlimits":
-        return {"namespaces": [], "workdir": scratch, "uid": uid, "site": spec.site}
+        return {"namespaces": [], "workdir": scratch, "uid": uid, "site": spec.site,
+                "refuse_syscalls": ["keys", "sysv_ipc"]}
     raise SandboxUnavailable(f"unknown sandbox tier {tier!r}")
 
 

@@ -2,13 +2,17 @@
 
 Only used when the grader runs as root (otherwise the sandbox keeps the grader's uid inside its
 user namespace). A uid is held with an exclusive file lock for the sandbox's lifetime, so two
-workers, or two processes of a Dask cluster on one machine, never share one; every process still
-running under it is killed on acquire and on release.
+workers, or two processes of a Dask cluster on one machine, never share one; on acquire and on release every
+process still running under it is killed, and its files in the host's shared folders (/tmp, /var/tmp, /dev/shm)
+and its SysV IPC objects are removed (`purge`).
 """
 
+import ctypes
 import fcntl
 import os
+import shutil
 import signal
+import stat
 import threading
 import time
 from pathlib import Path
@@ -80,14 +84,88 @@ def kill_all(uid: int, attempts: int = 50) -> None:
         passes += 1
 
 
+# Host folders any user may write: what a uid leaves there is removed before the uid is reused (the tiers that
+# give each sandbox a private /tmp and /dev/shm, or fence writes with Landlock, leave nothing there anyway).
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
+_IPC_RMID = 0
+
+
+def remove_files_of(uid: int, folders=SHARED_FOLDERS, depth: int = 3) -> list[str]:
+    """Remove every file, folder and socket owned by `uid` in the shared host folders (and in the folders there that
+    anyone may write, `depth` levels down). Links are removed, never followed; the uid's processes are gone."""
+    removed = []
+
+    def visit(folder: str, level: int):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            return
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_uid == uid:
+                try:
+                    if stat.S_ISDIR(st.st_mode):
+                        shutil.rmtree(entry.path)  # the fd-based rmtree: follows no link
+                    else:
+                        os.unlink(entry.path)
+                    removed.append(entry.path)
+                except OSError:
+                    pass
+            elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH and level < depth:
+                visit(entry.path, level + 1)
+
+    for folder in folders:
+        visit(folder, 0)
+    return removed
+
+
+def remove_ipc_of(uid: int) -> int:
+    """Remove the SysV shared memory segments, message queues and semaphore sets that `uid` owns or made, in the
+    grader's IPC namespace. How many were removed."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    removed = 0
+    # /proc/sysvipc/<kind>: the id's column, and the owner's and creator's uid columns
+    for kind, id_col, uid_cols, call in (("shm", 1, (7, 9), lambda i: libc.shmctl(i, _IPC_RMID, None)),
+                                         ("msg", 1, (7, 9), lambda i: libc.msgctl(i, _IPC_RMID, None)),
+                                         ("sem", 1, (4, 6), lambda i: libc.semctl(i, 0, _IPC_RMID))):
+        try:
+            lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            try:
+                if any(int(fields[c]) == uid for c in uid_cols) and call(int(fields[id_col])) == 0:
+                    removed += 1
+            except (ValueError, IndexError):
+                continue
+    return removed
+
+
+def purge(uid: int) -> None:
+    """Everything of `uid` that could outlive its sandbox and reach the next one on it: its processes first (so
+    that nothing makes new files meanwhile), then its files in the shared folders and its SysV IPC objects.
+    (Its kernel key rings stay empty: every tier's seccomp filter refuses add_key, request_key and keyctl.)"""
+    kill_all(uid)
+    remove_files_of(uid)
+    remove_ipc_of(uid)
+
+
 class UidLease:
     def __init__(self, uid: int, lock_fd: int):
         self.uid, self._lock_fd = uid, lock_fd
+        self.cgroup = None  # memory.UidCgroup of the sandbox on this uid, removed at release
 
     def release(self) -> None:
         if self._lock_fd is None:
             return
-        kill_all(self.uid)
+        purge(self.uid)
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
         os.close(self._lock_fd)
         self._lock_fd = None
@@ -100,6 +178,7 @@ class UidLease:
         if fd is None:
             return
         lease = UidLease(self.uid, fd)
+        lease.cgroup, self.cgroup = self.cgroup, None
         thread = threading.Thread(target=lease.release, name=f"release-uid-{self.uid}", daemon=False)
         with _releasing_lock:
             _releasing.append(thread)
@@ -120,17 +199,30 @@ def wait_for_releases() -> None:
         thread.join()
 
 
-def acquire() -> UidLease:
+ACQUIRE_WAIT = 30.0  # seconds: how long acquire waits for a uid that is being emptied (released on a thread)
+
+
+def acquire(wait: float = ACQUIRE_WAIT) -> UidLease:
+    """A uid of the pool, locked for the caller; when every uid is held, wait (at most `wait` seconds) for one:
+    the last sandbox's uid is emptied and unlocked on a thread while its worker goes on, so a small pool (or one
+    uid, as some tests force) is briefly all held between two submissions."""
     LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     start = os.getpid() % POOL_SIZE  # spread concurrent workers over the pool
-    for i in range(POOL_SIZE):
-        uid = FIRST_UID + (start + i) % POOL_SIZE
-        fd = os.open(LOCK_DIR / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        kill_all(uid)  # whatever a crashed grader left behind
-        return UidLease(uid, fd)
+    deadline = time.monotonic() + wait
+    pause = 0.002
+    while True:
+        for i in range(POOL_SIZE):
+            uid = FIRST_UID + (start + i) % POOL_SIZE
+            fd = os.open(LOCK_DIR / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            purge(uid)  # whatever a crashed grader left behind
+            return UidLease(uid, fd)
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
     raise UidPoolExhausted(f"all {POOL_SIZE} sandbox uids from {FIRST_UID} are in use")

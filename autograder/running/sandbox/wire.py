@@ -4,7 +4,7 @@ A frame is a 4-byte big-endian length, a UTF-8 JSON header of that length, then 
 the tensors the header names, in order. Values in the header are JSON, with tagged objects for
 what JSON lacks:
 
-    {"$tensor": i, "dtype": "float32", "shape": [2, 3]}   the i-th buffer after the header
+    {"$tensor": i, "dtype": "float32", "shape": [2, 3]}   the i-th buffer after the header (named once)
     {"$tuple": [...]}, {"$dict": [[key, value], ...]}, {"$float": "nan" | "inf" | "-inf"}, {"$dtype": "float64"}
     {"$other": "numpy.ndarray"}                            an object that is none of these (reply side)
 
@@ -90,7 +90,9 @@ def _encode_tensor(tensor: torch.Tensor, buffers: list):
 
 
 def decode(tree, buffers: list, max_elements: int, depth: int = 0):
-    """The value a header tree describes; every tensor is checked against its buffer and the caps."""
+    """The value a header tree describes; every tensor is checked against its buffer and the caps. Each buffer
+    may be named once: `buffers[i]` is set to None as it is decoded, so that what a frame decodes to is at most
+    the size of its buffers (which the frame's cap bounds), and each buffer's bytes are freed as they are copied."""
     if depth > MAX_DEPTH:
         raise WireError("value nested too deeply")
     if tree is None or isinstance(tree, (bool, str, int, float)):
@@ -152,11 +154,18 @@ def _decode_tensor(tree, buffers, max_elements):
         raise WireError(f"tensor of {numel} elements exceeds the cap of {max_elements}")
     dtype = DTYPES[dtype_name]
     data = buffers[index]
+    if data is None:
+        # each buffer decodes once: a header naming one buffer many times would multiply what it decodes to
+        # (the frame's size cap counts buffers, not references)
+        raise WireError(f"tensor names buffer {index} a second time")
     if len(data) != numel * dtype.itemsize:
         raise WireError(f"tensor header says {numel} x {dtype_name} but the buffer holds {len(data)} bytes")
+    buffers[index] = None  # decoded: its bytes are freed as the tensor's own copy is made
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
+    copy = bytearray(data)
+    del data
+    return torch.frombuffer(copy, dtype=dtype).reshape(shape)
 
 
 class Unsupported:
