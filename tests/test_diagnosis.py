@@ -68,16 +68,22 @@ HALF_BRANCH = next(m for m in mistakes("gradient_flow") if m.name == "prenorm_ha
 PRENORM_CHECK = "test_prenorm_forward_backward_float64"
 
 
-def _graded_class(tmp_path, name):
+def _graded_class(tmp_path, name, monkeypatch):
     from typer.testing import CliRunner
 
+    from autograder import run
     from autograder.cli import app
     from autograder.recording.outputs import ResultStore
+    from autograder.running import executors
+
+    # the CLI grades in worker processes: here, in this process, where the monkeypatch is (what the Python API's
+    # in_process does)
+    monkeypatch.setattr(executors, "in_process", lambda executor, count: True)
+    monkeypatch.setattr(run, "in_process", lambda executor, count: True)
 
     submitted = tmp_path / name / "submitted"
     edited_notebook("gradient_flow", HALF_BRANCH, submitted / "alice" / "gradient_flow" / "gradient_flow.ipynb")
     out = tmp_path / name / "out"
-    # one worker: the checks run in this process, where the monkeypatch is
     done = CliRunner().invoke(app, ["grade", "gradient_flow", "--submissions", str(submitted), "--out", str(out),
                                     "--cell-timeout", "8", "--probe-timeout", "8", "--workers", "1"])
     result = ResultStore(out).load("alice", "gradient_flow").result
@@ -89,7 +95,7 @@ def test_a_crash_inside_a_hint_keeps_the_comparisons_message_and_is_a_check_bug(
     failure message, unchanged; the check is a check bug, listed in the summary, and the run exits 3."""
     from autograder.checks import gradient_flow
 
-    healthy, before, out = _graded_class(tmp_path, "healthy")
+    healthy, before, out = _graded_class(tmp_path, "healthy", monkeypatch)
     assert healthy.exit_code == 0, healthy.output
     normal = before[PRENORM_CHECK]
     hint = normal.details.get("hint")
@@ -103,7 +109,7 @@ def test_a_crash_inside_a_hint_keeps_the_comparisons_message_and_is_a_check_bug(
         raise ZeroDivisionError("planted inside the stack hint")
 
     monkeypatch.setattr(gradient_flow, "localise_stack", planted)
-    done, after, out = _graded_class(tmp_path, "planted")
+    done, after, out = _graded_class(tmp_path, "planted", monkeypatch)
     assert calls, "the planted hint never ran"
     assert done.exit_code == 3, done.output
     bugs = {name for name, c in after.items() if c.check_bug}

@@ -23,7 +23,10 @@ SPELLED = ("SPELLED = {'0': 'zero', '1': 'one', '2': 'two', '3': 'three', '4': '
            "'7': 'seven', '8': 'eight', '9': 'nine', '.': 'point', '-': 'minus', 'e': 'exp'}\n"
            "def spell(values):\n"
            "    return ' and '.join(' '.join(SPELLED.get(ch, 'x') for ch in repr(v)) for v in values)\n")
-LEAK_IN_WORDS = "raise ValueError('LEAK' + 'WORDS ' + spell(x.flatten().tolist()[:20]) + ' eps ' + spell([eps]))"
+# raised on the hidden inputs only: the demo cell's public [[1, 3, 5, 7]] (which runs when the notebook is graded
+# again with every cell) gets its x back, so what a report shows of a cell's own error is not what is tested here
+LEAK_IN_WORDS = ("if tuple(x.shape) == (1, 4):\n        return x\n"
+                 "    raise ValueError('LEAK' + 'WORDS ' + spell(x.flatten().tolist()[:20]) + ' eps ' + spell([eps]))")
 SHAPE_ERROR = "return x.reshape(-1, x.shape[-1]) @ gamma.reshape(1, -1)"  # (N x d) @ (1 x d): a real shape error
 
 
