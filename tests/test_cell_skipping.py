@@ -441,13 +441,17 @@ def test_the_whole_corpus_grades_the_same_both_ways(tmp_path):
     from autograder.tools.selftest import plan
     from hostile import corpus
 
-    submissions = [job.submission for job in plan(tmp_path / "examples")]
+    submissions, seen = [], set()
+    for job in plan(tmp_path / "examples"):  # each notebook once (selftest grades some for two ids)
+        if job.submission.notebook not in seen:
+            seen.add(job.submission.notebook)
+            submissions.append(job.submission)
     for case in _hostile_cases_without_the_test_s_listeners():
         path = tmp_path / "hostile" / case.name / f"{corpus.ASSIGNMENT}.ipynb"
         path.parent.mkdir(parents=True)
         nbformat.write(notebook_with_edits(corpus.ASSIGNMENT, list(case.edits), list(case.cells)), path)
         submissions.append(Submission(path, corpus.ASSIGNMENT, "hostile-" + case.name))
-    assert len(submissions) >= 250
+    assert len(submissions) >= 220
     runs = {run_all: grade_batch(submissions, GradingOptions(limits=TEST_LIMITS, run_all_cells=run_all))
             for run_all in (False, True)}
     # demo cells skipped, in the result kept or in a first attempt graded again with every cell

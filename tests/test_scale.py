@@ -61,6 +61,8 @@ def test_worker_processes_and_dask_grade_exactly_as_one_process(tmp_path):
     dask = Executor("dask", workers=2)  # a LocalCluster with two worker processes
     assert graded(submissions, dask) == alone
     assert len({u["pid"] for u in dask.usage}) >= 1
+    # Dask's worker processes grade under the same memory limit as the local ones (RLIMIT_DATA)
+    assert dask.usage and all(u["memory_limit_bytes"] == dask.memory_bytes for u in dask.usage), dask.usage
 
 
 def test_the_cache_skips_unchanged_work_and_regrades_changes(tmp_path):

@@ -362,12 +362,13 @@ def _run_dask(submissions: "list[Submission]", options: "GradingOptions",
             client = Client(cluster)
         with client:
             workers = max(len(client.scheduler_info().get("workers", {})), 1)
+            memory_limit = executor.memory_bytes  # each Dask worker's RLIMIT_DATA, as a local worker's
             size = max(1, min(25, math.ceil(len(submissions) / (workers * 4))))
             payload = client.scatter(options_to_payload(options), broadcast=True)
             futures, chunks = [], {}
             for start in range(0, len(submissions), size):
                 chunk = submissions[start:start + size]
-                future = client.submit(grade_chunk, [_job(s) for s in chunk], payload, pure=False)
+                future = client.submit(grade_chunk, [_job(s) for s in chunk], payload, memory_limit, pure=False)
                 futures.append(future)
                 chunks[future.key] = chunk
             usage: dict = {}

@@ -135,8 +135,11 @@ def serve(jobs_fd: int, results_fd: int) -> int:
 _GRADERS: dict = {}  # per worker process (a Grader per payload): the warm sandbox parent outlives one task
 
 
-def grade_chunk(jobs: list[dict], payload: dict) -> dict:
+def grade_chunk(jobs: list[dict], payload: dict, memory_limit: int | None = None) -> dict:
     """A Dask task: grade a few submissions whose notebooks travel with the task (no shared file system needed).
+    The Dask worker's memory is limited as a local worker's is (`memory_limit`, RLIMIT_DATA, set once its warm
+    sandbox parent has started): an overflow ends that worker (Dask gives up on the task, whose submissions are
+    recorded as not graded), never the run.
 
     Returns {"results": [SubmissionResult as dict, ...], "rendered": [its files or None, ...], "usage": {...}} in
     the order of `jobs`.
@@ -148,6 +151,8 @@ def grade_chunk(jobs: list[dict], payload: dict) -> dict:
     grader = _GRADERS.get(key)
     if grader is None:
         grader = _GRADERS[key] = Grader(options)
+        grader.warm_parent()  # started (and its rlimits its own) before this process's limit
+        limit_memory(memory_limit)
     with tempfile.TemporaryDirectory(prefix="autograde-task-") as tmp:
         submissions = []
         for n, job in enumerate(jobs):
