@@ -14,6 +14,8 @@ from dataclasses import replace
 
 import pytest
 
+from hostile.corpus import MEMORY_HOG
+
 from autograder.engine import GradingOptions, Submission, grade_batch
 from autograder.running.sandbox import memory, uids
 from grading_helpers import TEST_LIMITS, edited_notebook
@@ -22,21 +24,7 @@ pytestmark = pytest.mark.slow
 
 BUDGET = 1024**3
 FIRST_UID, POOL = 61980, 4  # a pool of the test's own, outside the usual one: the sampler watches only these
-HOG = """
-import os, time
-children = []
-for i in range(3):
-    pid = os.fork()
-    if pid == 0:
-        block = bytearray(500 * 1024**2)
-        for j in range(0, len(block), 4096):
-            block[j] = 1
-        time.sleep(120)
-        os._exit(0)
-    children.append(pid)
-for pid in children:
-    os.waitpid(pid, 0)
-"""
+HOG = MEMORY_HOG  # three children touching 500 MiB each (the hostile corpus's case)
 
 
 class Sampler(threading.Thread):
