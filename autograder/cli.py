@@ -142,6 +142,10 @@ def grade(
     dry_run: bool = typer.Option(False, "--dry-run",
                                  help="Print what would be graded (student, assignment, file, how the id was found) "
                                       "and what would be skipped; grade nothing."),
+    course: Path = typer.Option(
+        None, "--course", help="The course folder whose nbgrader_config.py holds the settings (late policy, limits, "
+                               "time zone) when --submissions is not its submitted/ (an LMS zip, a folder); default: "
+                               "the --gradebook's folder, else the current folder, if it holds nbgrader_config.py."),
     accept_new_settings: bool = typer.Option(
         False, "--accept-new-settings",
         help="Grade under the settings this run is given (options, nbgrader_config.py) where they differ from "
@@ -173,7 +177,8 @@ def grade(
                          submission_timeout=submission_timeout, memory_budget=budget_bytes,
                          memory_guard=memory_guard, convention_credit=convention_credit, handin=handin,
                          run_all_cells=run_all_cells,
-                         layout=layout, lms_roster=lms_roster, dry_run=dry_run, accept_new_settings=accept_new_settings)
+                         layout=layout, lms_roster=lms_roster, dry_run=dry_run, accept_new_settings=accept_new_settings,
+                         course=course)
     try:
         summary = run_grading(options, progress=not dry_run)
     except GradingRunError as exc:
@@ -236,11 +241,19 @@ def extension(
     except LockedError as exc:
         fail(str(exc))
     from autograder.reporting.formatting import fmt_duration_words
+    from autograder.reporting.local_time import TimeDisplayError, course_display
 
+    try:
+        display = course_display(course)  # the course's c.NbGraderAPI.timezone, as formgrader shows its times
+    except (TimeDisplayError, Exception) as exc:  # a broken nbgrader_config.py: the extension is granted anyway
+        typer.secho(f"warning: {course / 'nbgrader_config.py'}: {exc}; the time is shown in UTC", err=True)
+        from autograder.reporting.local_time import TimeDisplay
+
+        display = TimeDisplay()
     length = timedelta(days=days, hours=hours)
     typer.echo(f"{student}: {assignment_id} "
                + (f"extended by {fmt_duration_words(length.total_seconds())}" if length else "extension removed")
-               + (f"; due {due + length:%Y-%m-%d %H:%M:%S} UTC" if due else "; the assignment has no due date yet"))
+               + (f"; due {display.format(due + length)}" if due else "; the assignment has no due date yet"))
 
 
 @app.command()
@@ -301,6 +314,17 @@ def lms_grades(
     typer.echo(f"{report.path}: {report.filled} score(s) in column {report.column!r}; import it into the LMS")
     for name in report.unmapped:
         typer.echo(f"  not on the roster, left as it was: {name}")
+    feedback = report.feedback
+    if feedback is not None:
+        how = ("upload it in Moodle: the assignment's View all submissions -> Grading action -> Upload multiple "
+               "feedback files in a zip" if feedback.path.suffix == ".zip" else
+               "Canvas takes no bulk upload of such files: attach each to its student's submission comment in "
+               "SpeedGrader (README)")
+        typer.echo(f"{feedback.path}: {len(feedback.written)} student report(s); {how}")
+        for name in feedback.without[:10]:
+            typer.echo(f"  no report (nothing graded): {name}")
+        if len(feedback.without) > 10:
+            typer.echo(f"  ... {len(feedback.without)} without a report in all")
 
 
 @app.command()

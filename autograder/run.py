@@ -92,6 +92,10 @@ class RunOptions:
     lms_roster: Path | None = None  # the LMS's roster export (Canvas gradebook CSV, Moodle grading worksheet)
     dry_run: bool = False  # find and print what would be graded; grade nothing, write nothing but unpacked zips
     accept_new_settings: bool = False  # settings differing from OUT/settings.json replace them instead of stopping
+    # the course whose nbgrader_config.py holds the settings (late policy, limits, display zone) when the submissions
+    # are not its submitted/ (an LMS zip, a folder): None: the --gradebook's folder, else the current folder, if it
+    # holds an nbgrader_config.py (autograder.run.settings_course)
+    course: Path | None = None
 
 
 @dataclass
@@ -111,6 +115,33 @@ class RunSummary:
     restored: int = 0  # submissions whose auto scores in the gradebook had been changed by something else
     restored_feedback: int = 0  # submissions whose feedback page something else had replaced
     restored_autograded: int = 0  # submissions whose autograded notebook something else had removed
+    settings_file: Path | None = None  # the nbgrader_config.py the course's settings were read from
+    release_flagged: bool = False  # --release-flagged-feedback: identity-flagged feedback written too
+
+    def feedback_lines(self) -> list[str]:
+        """Where the feedback is, only as paths that exist, and for whom it is withheld and why."""
+        from autograder.reporting.feedback import feedback_page, withheld_because
+
+        mine = [r for r in self.results if r.assignment_id in self.assignment_ids]
+        lines = []
+        if self.feedback is not None:
+            written = [r for r in mine if feedback_page(self.feedback, r).is_file()]
+            if written:
+                lines.append(f"feedback: {len(written)} report(s) in {self.feedback}/<student>/<assignment>/  "
+                             "(nbgrader release_feedback)")
+            else:
+                lines.append("feedback: none written into nbgrader's feedback/")
+        else:
+            lines.append("feedback: the reports above are the students' feedback (not a course's submitted/: no "
+                         "nbgrader feedback/); for an LMS, `autograde lms-grades` also writes them for upload")
+        withheld = [(r, why) for r in mine if (why := withheld_because(r, self.release_flagged))]
+        for r, why in withheld[:10]:
+            lines.append(f"feedback withheld: {r.student_id}/{r.assignment_id}: {why}")
+        if len(withheld) > 10:
+            lines.append(f"feedback withheld: ... {len(withheld)} in all (summary.html, grades.csv: feedback_withheld)")
+        if withheld:
+            lines.append("feedback withheld: check them, then grade again with --release-flagged-feedback to write it")
+        return [safe_text(line, 2000) for line in lines]
 
     @property
     def check_bugs(self):
@@ -163,9 +194,12 @@ class RunSummary:
         console.print(f"graded {self.graded_now} submission(s); {self.skipped} unchanged since they were graded "
                       "(cached; --force regrades them)")
         console.print(f"results:  {self.out / 'results.json'}  and  {self.out / 'grades.csv'}")
-        console.print(f"reports:  {self.out / 'reports'}/<student>/<assignment>.html")
+        console.print(f"reports:  {self.out / 'reports'}/<student>/<assignment>.html" if (self.out / "reports").is_dir()
+                      else "reports:  none written")
         console.print(f"summary:  {self.out / 'summary.html'}")
         console.print(f"gradebook: {self.gradebook}  (nbgrader export)")
+        if self.settings_file is not None:
+            console.print(f"settings: {self.settings_file}  (late policy, limits, time zone)")
         if self.restored:
             console.print(f"gradebook: restored autograde's scores of {self.restored} submission(s) whose auto scores "
                           "had been changed since they were graded (e.g. by `nbgrader autograde`)")
@@ -179,8 +213,8 @@ class RunSummary:
         if pending:
             console.print(f"pending: {len(pending)} submission(s) have written answers to grade by hand "
                           f"({sum(r.pending_points for r in pending):g} points): formgrader (README)")
-        if self.feedback:
-            console.print(f"feedback: {self.feedback}/<student>/<assignment>/  (nbgrader release_feedback)")
+        for line in self.feedback_lines():
+            console.print(line, markup=False, highlight=False)
         for bug in self.check_bugs:
             last = bug.crash.splitlines()[-1] if bug.crash else ""
             where = ("raised in its diagnosis (a variant, hint or key recogniser; the students got the comparison's "
@@ -267,9 +301,10 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             exit_code=1)
     store = ResultStore(out)
     assignments = {a: load_assignment(a) for a in assignment_ids}
+    config_course = settings_course(course, opts.course, gradebook_path)
     try:
-        budget = submission_timeout(course, opts.submission_timeout)
-        handin_settings = load_settings(course, opts.handin)
+        budget = submission_timeout(config_course, opts.submission_timeout)
+        handin_settings = load_settings(config_course, opts.handin)
     except HandInError as exc:
         raise GradingRunError(str(exc)) from None
     try:
@@ -291,7 +326,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     try:  # before anything is graded: a run given other settings than OUT's stops here; what it is not given, it reuses
         settings, settings_changed = run_settings.reconcile(
             out, run_settings.grade_settings(handin_settings.policy, credit, graded(limits)),
-            _given_settings(opts, course), opts.accept_new_settings)
+            _given_settings(opts, config_course), opts.accept_new_settings)
         stored_limits = settings["limits"]
         limits = replace(limits, **{k: float(stored_limits[k])
                                     for k in ("cell_timeout", "probe_timeout", "submission_timeout")},
@@ -531,7 +566,25 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     return RunSummary(out, results, len(todo), skipped, gradebook_path, feedback_root, assignment_ids,
                       executor.usage, record_failures, discovery, record_, settings_changed,
                       restored=len(restored), restored_feedback=len(restored_feedback),
-                      restored_autograded=len(restored_autograded))
+                      restored_autograded=len(restored_autograded),
+                      settings_file=config_course / "nbgrader_config.py" if config_course else None,
+                      release_flagged=handin_settings.release_flagged_feedback)
+
+
+def settings_course(course: Path | None, given: Path | None, gradebook: Path) -> Path | None:
+    """Whose nbgrader_config.py a run reads (late policy, limits, display zone): the course whose submitted/ it grades;
+    else `--course`; else, for an LMS download or a folder elsewhere, the folder of --gradebook or the current folder,
+    whichever holds an nbgrader_config.py (as nbgrader itself reads the current folder's)."""
+    if course is not None:
+        return course
+    if given is not None:
+        if not (Path(given) / "nbgrader_config.py").is_file():
+            raise GradingRunError(f"--course {given}: no nbgrader_config.py there")
+        return Path(given).resolve()
+    for folder in (Path(gradebook).resolve().parent, Path.cwd()):
+        if (folder / "nbgrader_config.py").is_file():
+            return folder
+    return None
 
 
 def _update_state(state: ClassState, discovery: Discovery, results: list[SubmissionResult], assignment_ids: list[str],
@@ -697,7 +750,8 @@ def _handin_facts(student_id: str, assignment_id: str, found: FoundSubmission, s
                   due, extension, foreign: str | None) -> tuple[HandIn | None, bool]:
     """What `_assess_handin` finds before grading: the hand-in but its penalty, and whether it has a penalty to
     compute from the score (autograder.intake.handin.with_penalty)."""
-    handin = handin_facts(student_id, assignment_id, found.folder, found.notebook, settings, due, extension)
+    handin = handin_facts(student_id, assignment_id, found.folder, found.notebook, settings, due, extension,
+                          lms_late=found.lms_late)
     penalized = handin is not None
     extra = []
     if found.unmapped:
@@ -820,9 +874,15 @@ def fill_lms_gradebook(out: Path, assignment: str, lms_gradebook: Path, column: 
             record = ClassRecord(results, roster, set(state.not_found), state.conflicts)
             scores = {r.student_id: r.final_score for r in record.counted() if r.assignment_id == assignment_id}
             export = lms.read_export(lms_gradebook)
-            return lms.fill_gradebook(export, assignment_id, scores,
-                                      {s: students.get(s, {}).get("email", "") for s in roster},
-                                      out / "lms" / Path(lms_gradebook).name, column)
+            emails = {s: students.get(s, {}).get("email", "") for s in roster}
+            filled = lms.fill_gradebook(export, assignment_id, scores, emails,
+                                        out / "lms" / Path(lms_gradebook).name, column)
+            from autograder.recording.outputs import safe_name
+
+            reports = {r.student_id: out / "reports" / safe_name(r.student_id) / f"{assignment_id}.html"
+                       for r in results if r.assignment_id == assignment_id}
+            filled.feedback = lms.lms_feedback(export, assignment_id, reports, emails, out / "lms")
+            return filled
     except LockedError as exc:
         raise GradingRunError(str(exc)) from None
     except lms.LmsError as exc:

@@ -108,10 +108,12 @@ def test_results_json_lists_every_submission_and_check(graded_course):
 def test_grades_csv_has_the_roster_and_escapes_formulas(graded_course):
     course, _ = graded_course
     rows = list(csv.reader(io.StringIO((course / "out" / "grades.csv").read_text())))
-    assert rows[0] == ["student", "rmsnorm", "rmsnorm_raw", "rmsnorm_penalty", "rmsnorm_flags", "rmsnorm_pending", "total"]
+    assert rows[0] == ["student", "rmsnorm", "rmsnorm_raw", "rmsnorm_penalty", "rmsnorm_flags", "rmsnorm_pending",
+                       "rmsnorm_submitted", "total"]
     table = {r[0]: r[1:] for r in rows[1:]}
-    assert table["alice"] == ["10", "10", "0", "", "0", "10"]  # no due date: no penalty, and no exchange to check
-    assert table["dave"] == ["0", "0", "0", "", "0", "0"]  # dave is on the roster, submitted nothing
+    # no due date: no penalty, and no exchange to check; handed in when timestamp.txt says, in the course's zone (UTC)
+    assert table["alice"] == ["10", "10", "0", "", "0", "2026-11-30 10:00:00 UTC", "10"]
+    assert table["dave"] == ["0", "0", "0", "", "0", "", "0"]  # dave is on the roster, submitted nothing
     assert "'" + FORMULA_ID in table and FORMULA_ID not in table  # a spreadsheet shows it as text
 
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from autograder.cli import app
 from autograder.intake.exchange import ExchangeLocation
+from autograder.intake.handin import os_user_exists
 from autograder.intake.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings
 from autograder.intake.late import LatePolicy, LatePolicyError
 from autograder.recording.results import SubmissionResult
@@ -136,11 +137,20 @@ def test_the_owner_must_be_the_student_and_the_time_what_the_exchange_saw(tmp_pa
     os.utime(inbound / "rmsnorm.ipynb", (0, 0))
     assert assess(result, forged, None, settings, due=now - timedelta(hours=2), extension=None).penalty == 4
 
-    # submitted under another id than the user who wrote it
-    other = SubmissionResult("someone-else", "rmsnorm", "graded", 10.0, 10.0)
-    collected, settings = inbound_submission(tmp_path / "3", "someone-else", utc(now))
+    # submitted under the id of another OS user than the one who wrote it: identity, and its feedback withheld
+    other_user = next(name for name in ("daemon", "bin", "nobody") if name != me and os_user_exists(name))
+    other = SubmissionResult(other_user, "rmsnorm", "graded", 10.0, 10.0)
+    collected, settings = inbound_submission(tmp_path / "3", other_user, utc(now))
     handin = assess(other, collected, None, settings, due=None, extension=None)
-    assert [f.kind for f in handin.flags] == ["identity"] and handin.submitter == me and handin.penalty == 0
+    assert [f.kind for f in handin.flags] == ["identity", "feedback_withheld"]
+    assert handin.submitter == me and handin.penalty == 0
+
+    # an id no OS user has (a course run as one user): ownership means nothing there; unverified, feedback written
+    nobody = SubmissionResult("someone-else", "rmsnorm", "graded", 10.0, 10.0)
+    stranger, settings = inbound_submission(tmp_path / "4", "someone-else", utc(now))
+    handin = assess(nobody, stranger, None, settings, due=None, extension=None)
+    assert [f.kind for f in handin.flags] == ["unverified"] and "no OS user is named" in handin.flags[0].message
+    other = nobody
 
     # an exchange whose inbound folder lacks the submission: unverified, timestamp.txt used
     (collected / "timestamp.txt").write_text(utc(now - timedelta(minutes=1)))

@@ -37,6 +37,7 @@ class FoundSubmission:
     folder: Path | None = None  # the submission folder in nbgrader's layout (timestamp.txt, submission_secret.txt)
     how: str = ""  # how the student id was found (for --dry-run and the run's output)
     unmapped: bool = False  # an LMS id that is not on nbgrader's roster: graded under the LMS id
+    lms_late: bool = False  # the LMS marked the file late (Canvas's `_late`): late, when is not said
 
 
 @dataclass(frozen=True)
@@ -276,7 +277,7 @@ def _lms_download(root: Path, kind: str, assignment_id: str, notebooks: list[Pat
             if e is not chosen:
                 result.skipped.append(Skipped(e[2], f"another file of {mapped.how} ({chosen[2].name} is graded)"))
         found.append(FoundSubmission(mapped.student_id, assignment_id, chosen[2], None, mapped.how + chosen[3],
-                                     mapped.unmapped))
+                                     mapped.unmapped, lms_late=bool(chosen[3])))
         mapped_ids.setdefault(mapped.student_id, []).append(lms_id)
     return found
 

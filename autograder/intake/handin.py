@@ -3,9 +3,12 @@
 One function, `assess`, called by the grading run for every submission, gives a `HandIn` record
 (autograder.recording.results). The rules:
 
-- identity: where the exchange's inbound folder of the submission is found (autograder.intake.exchange), every
-  owner of it and its files must be the student id; otherwise an `identity` flag. Grading still runs;
-  the instructor decides (and feedback is withheld from the exchange until they do, see autograder.run).
+- identity: judged only where ownership means something: the exchange's inbound folder of the submission is found
+  (autograder.intake.exchange) and an OS user named like the student exists. Then every owner of the folder and its
+  files must be that user; otherwise an `identity` flag, and a `feedback_withheld` flag: grading still runs, the
+  instructor decides, and the report is kept out of nbgrader's feedback/ until they do (--release-flagged-feedback).
+  An inbound folder but no OS user of that name (a course run as one user, a Docker spawner): `unverified`, and the
+  feedback is written. A flat folder or an LMS download has no owner to judge: nothing is flagged.
 - time: the student-written timestamp.txt is used when it agrees with the time the exchange saw the
   submission land (the latest ctime in its inbound folder) within `time_tolerance` seconds; otherwise
   the observed time is used and a `time` flag says so. Without an inbound folder, timestamp.txt is
@@ -24,17 +27,21 @@ Settings in the course's nbgrader_config.py (all optional):
     c.Autograde.time_tolerance = 120              # seconds timestamp.txt may differ from the observed time
     c.Autograde.check_owner = True                # False where every student's files have one owner (Docker)
 
-and nbgrader's own `c.Exchange.root` and `c.CourseDirectory.course_id` to find the exchange.
+and nbgrader's own `c.Exchange.root` and `c.CourseDirectory.course_id` to find the exchange, and
+`c.NbGraderAPI.timezone` / `.timestamp_format` for the times the flags and pages show (autograder.reporting.local_time).
 """
 
 import math
+import pwd
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from autograder.intake.exchange import ExchangeLocation, Provenance, match_inbound, provenance
 from autograder.intake.late import LatePolicy, LatePolicyError, policy_from_settings
-from autograder.recording.results import FLAG_IDENTITY, FLAG_TIME, FLAG_UNVERIFIED, Flag, HandIn, SubmissionResult
+from autograder.recording.results import (FLAG_FEEDBACK_WITHHELD, FLAG_IDENTITY, FLAG_TIME, FLAG_UNVERIFIED, Flag, HandIn,
+                                          SubmissionResult)
+from autograder.reporting.local_time import TimeDisplay, TimeDisplayError, course_display
 
 CONFIG_SECTION = "Autograde"
 CONFIG_KEYS = {"late_policy": "method", "late_points": "points", "late_percent": "percent",
@@ -70,6 +77,7 @@ class HandInSettings:
     time_tolerance: float = DEFAULT_TIME_TOLERANCE
     check_owner: bool = True
     release_flagged_feedback: bool = False
+    display: TimeDisplay = TimeDisplay()  # how pages show times: c.NbGraderAPI.timezone, .timestamp_format
 
 
 def load_course_config(course: Path):
@@ -160,7 +168,20 @@ def load_settings(course: Path | None, options: HandInOptions | None = None) -> 
     elif options.exchange is not None:
         raise HandInError("--exchange needs the course id: set c.CourseDirectory.course_id in nbgrader_config.py "
                           "or pass --course-id")
-    return HandInSettings(policy, exchange, float(tolerance), check_owner, options.release_flagged_feedback)
+    try:
+        display = course_display(course)
+    except TimeDisplayError as exc:
+        raise HandInError(f"{where}: {exc}") from None
+    return HandInSettings(policy, exchange, float(tolerance), check_owner, options.release_flagged_feedback, display)
+
+
+def os_user_exists(name: str) -> bool:
+    """Is there an OS user of this name (whose files the exchange's inbound folder would show)?"""
+    try:
+        pwd.getpwnam(name)
+        return True
+    except (KeyError, ValueError, OSError):  # no such user; a name with NUL
+        return False
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -210,10 +231,17 @@ def with_penalty(handin: HandIn, policy: LatePolicy, score: float, max_score: fl
     return handin
 
 
+LMS_LATE_SECONDS = 1.0  # an LMS's late mark without a time: late by the least the policy counts (one started unit)
+
+
 def facts(student_id: str, assignment_id: str, folder: Path | None, notebook: Path | None, settings: HandInSettings,
-          due: datetime | None, extension: timedelta | None) -> HandIn | None:
+          due: datetime | None, extension: timedelta | None, lms_late: bool = False) -> HandIn | None:
     """What `assess` finds before the submission is graded: everything but the penalty (`with_penalty`, from the
-    score), so that the hand-in can travel with the job and the record be finished where it is graded."""
+    score), so that the hand-in can travel with the job and the record be finished where it is graded.
+
+    `lms_late`: the LMS marked the file late (Canvas's `_late`) and says nothing of when it came: it is late (by the
+    least the policy counts: one started hour or day, or the fixed points), and flagged `time`."""
+    shown = settings.display.format
     student_ts, ts_flag = _student_timestamp(folder)
     absent = ts_flag is MISSING_TIMESTAMP
     flags = [ts_flag] if ts_flag and not (absent and due is None) else []  # absent: said where lateness counts
@@ -231,15 +259,27 @@ def facts(student_id: str, assignment_id: str, folder: Path | None, notebook: Pa
             except OSError as exc:
                 flags.append(Flag(FLAG_UNVERIFIED, f"cannot read {inbound}: {exc.strerror}",
                                   "无法读取这份提交在交换目录中的原件"))
-    if folder is None and due is None:
+    if folder is None and due is None and not lms_late:
         return None
 
     if prov is not None and settings.check_owner and set(prov.owners) != {student_id}:
-        flags.append(Flag(FLAG_IDENTITY,
-                          f"submitted under the id {student_id!r} but written by the OS user(s) "
-                          f"{', '.join(prov.owners)}",
-                          f"这份以学号 {student_id} 提交的作业由系统用户 {', '.join(prov.owners)} 写入，"
-                          "与学号不符；成绩待老师核实"))
+        if not os_user_exists(student_id):  # ownership says nothing here: every file has some other owner
+            flags.append(Flag(FLAG_UNVERIFIED,
+                              f"no OS user is named {student_id!r} (the files are the OS user(s) "
+                              f"{', '.join(prov.owners)}'s): who wrote it cannot be checked; its feedback is written",
+                              "系统中没有与学号同名的用户，无法核对提交者"))
+        else:
+            flags.append(Flag(FLAG_IDENTITY,
+                              f"submitted under the id {student_id!r} but written by the OS user(s) "
+                              f"{', '.join(prov.owners)}",
+                              f"这份以学号 {student_id} 提交的作业由系统用户 {', '.join(prov.owners)} 写入，"
+                              "与学号不符；成绩待老师核实"))
+            if not settings.release_flagged_feedback:
+                flags.append(Flag(FLAG_FEEDBACK_WITHHELD,
+                                  f"its report is not put into nbgrader's feedback/ (it would go to whoever made the "
+                                  f"submission, OS user(s) {', '.join(prov.owners)}): check it, then grade again with "
+                                  "--release-flagged-feedback",
+                                  "反馈暂不发布，待老师核实提交者"))
 
     submitted, source = student_ts, "timestamp.txt" if student_ts else "none"
     if prov is not None:
@@ -247,16 +287,24 @@ def facts(student_id: str, assignment_id: str, folder: Path | None, notebook: Pa
             submitted, source = prov.observed_at, "exchange"
             if absent:
                 flags = [f for f in flags if f is not MISSING_TIMESTAMP]  # the exchange's time is known: said below
-            said = f"says {_iso(student_ts)}" if student_ts else "is missing" if absent else "is unreadable"
+            said = f"says {shown(student_ts)}" if student_ts else "is missing" if absent else "is unreadable"
             flags.append(Flag(FLAG_TIME,
                               f"timestamp.txt {said}, but the exchange saw the submission land at "
-                              f"{_iso(prov.observed_at)}; the observed time is used",
-                              f"提交中的 timestamp.txt 与交换目录记录的提交时间（{_iso(prov.observed_at)}）不符；"
+                              f"{shown(prov.observed_at)}; the observed time is used",
+                              f"提交中的 timestamp.txt 与交换目录记录的提交时间（{shown(prov.observed_at)}）不符；"
                               "以交换目录记录的时间为准"))
 
     due_with_extension = due + extension if due is not None and extension else due
     seconds_late = max(0.0, (submitted - due_with_extension).total_seconds()) \
         if submitted is not None and due_with_extension is not None else 0.0
+    if lms_late and submitted is None:
+        seconds_late = max(seconds_late, LMS_LATE_SECONDS)
+        flags = [f for f in flags if f is not MISSING_TIMESTAMP]
+        flags.append(Flag(FLAG_TIME,
+                          "the LMS marks it late (Canvas: `_late` in its file name) but the download does not say when "
+                          "it was handed in: counted late by the least the late policy counts (one started hour or "
+                          "day); its time is in the LMS (SpeedGrader)",
+                          "LMS 标记这份作业为迟交，但下载中没有提交时间：按最少的迟交计算（不足 1 小时或 1 天按 1 计）"))
     return HandIn(
         submitted_at=_iso(submitted), submitted_exact=submitted.isoformat() if submitted is not None else None,
         time_source=source, student_timestamp=_iso(student_ts),
@@ -264,7 +312,8 @@ def facts(student_id: str, assignment_id: str, folder: Path | None, notebook: Pa
         submitter=", ".join(prov.owners) if prov else None, inbound=prov.folder.name if prov else None,
         due=_iso(due_with_extension), extension_seconds=extension.total_seconds() if extension else 0.0,
         seconds_late=seconds_late, penalty=0.0, policy=settings.policy.describe(),
-        policy_zh=settings.policy.describe_zh(), flags=flags,
+        policy_zh=settings.policy.describe_zh(), flags=flags, lms_late=lms_late and submitted is None,
+        timezone=settings.display.timezone, timestamp_format=settings.display.timestamp_format,
     )
 
 

@@ -175,8 +175,9 @@ def safe_cell(value: str) -> str:
     return spreadsheet_safe(text)
 
 
-CSV_COLUMNS = ("", "_raw", "_penalty", "_flags", "_pending")  # per assignment: final score, raw score, penalty, flags,
-# points of written answers still to grade by hand ("待批改"; not in the scores yet)
+CSV_COLUMNS = ("", "_raw", "_penalty", "_flags", "_pending", "_submitted")  # per assignment: final score, raw score,
+# penalty, flags, points of written answers still to grade by hand ("待批改"; not in the scores yet), and when it was
+# handed in, in the course's zone with the zone named (c.NbGraderAPI.timezone; "late (LMS)" when only the LMS's mark says)
 
 
 def write_grades_csv(results: list[SubmissionResult], roster: list[str], assignment_ids: list[str],
@@ -200,11 +201,23 @@ def write_grades_csv(results: list[SubmissionResult], roster: list[str], assignm
                 total += final
                 row += [_num(final), _num(r.score if r else 0.0), _num(r.penalty if r else 0.0),
                         ";".join(dict.fromkeys(f.kind for f in r.flags)) if r else "",
-                        _num(r.pending_points if r else 0.0)]
+                        _num(r.pending_points if r else 0.0), spreadsheet_safe(_submitted(r))]
             writer.writerow([spreadsheet_safe(student), *row, _num(total)])
         buf.seek(0)
         lines = buf.read()
     atomic_write(path, lines)
+
+
+def _submitted(r: SubmissionResult | None) -> str:
+    """When it was handed in, as the course shows times (autograder.reporting.local_time)."""
+    from autograder.reporting.local_time import display_of
+
+    h = r.handin if r else None
+    if h is None:
+        return ""
+    if h.lms_late and not h.submitted_at:
+        return "late (LMS)"
+    return display_of(h.timezone, h.timestamp_format).format_stored(h.submitted_at) or ""
 
 
 def _num(value: float) -> str:

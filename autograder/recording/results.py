@@ -95,6 +95,7 @@ FLAG_UNVERIFIED = "unverified"  # an exchange is configured but the submission's
 FLAG_ID = "id"  # the student id found for it was not printable UTF-8: graded under an escaped id
 FLAG_UNMAPPED = "unmapped"  # an LMS id not mapped to nbgrader's roster: graded under the LMS id, kept out of grades.csv
 FLAG_WRONG_ASSIGNMENT = "wrong_assignment"  # the notebook's grade cells are another assignment's
+FLAG_FEEDBACK_WITHHELD = "feedback_withheld"  # identity-flagged: its report is not put into nbgrader's feedback/
 
 
 @dataclass
@@ -117,6 +118,10 @@ class HandIn:
     policy: str = "none"  # the late policy, described (English)
     policy_zh: str = ""  # the same for the student (Chinese)
     flags: list[Flag] = field(default_factory=list)
+    lms_late: bool = False  # the LMS marked it late (Canvas's `_late`) without saying when it was handed in
+    # the course's display zone and format (nbgrader's c.NbGraderAPI.timezone, .timestamp_format): pages show times so
+    timezone: str = "UTC"
+    timestamp_format: str = "%Y-%m-%d %H:%M:%S %Z"
 
     @classmethod
     def from_dict(cls, data: dict) -> "HandIn":

@@ -25,6 +25,7 @@ from autograder.checks.diagnosis import heading
 from autograder.recording.results import STATUS_ERROR, SubmissionResult
 from autograder.running.sandbox.tiers import PROTECTS
 from autograder.reporting.copied_answers import BorrowedAnswers, find_borrowed_hand_answers
+from autograder.reporting.local_time import display_of
 from autograder.reporting.formatting import (
     LEFT_OUT_FLAGS, SANDBOX_TROUBLE, SUMMARY_COLUMNS, _env, assignment_info, assignment_order, clip,
     fmt_duration, fmt_points, report_href,
@@ -139,9 +140,12 @@ def _assignment_summary(aid: str, results: list[SubmissionResult], roster: list[
     for r in sorted(results, key=lambda r: r.student_id):
         h = r.handin
         if h is not None and (h.seconds_late > 0 or h.penalty or h.flags):
-            handins.append({"student": r.student_id, "submitted_at": h.submitted_at or "—",
-                            "source": h.time_source, "submitter": h.submitter or "—", "due": h.due or "—",
-                            "late": fmt_duration(h.seconds_late) if h.seconds_late > 0 else "—",
+            shown = display_of(h.timezone, h.timestamp_format).format_stored  # the course's zone, named
+            handins.append({"student": r.student_id, "submitted_at": shown(h.submitted_at) or "—",
+                            "source": "LMS: late" if h.lms_late else h.time_source, "submitter": h.submitter or "—",
+                            "due": shown(h.due) or "—",
+                            "late": "late (the LMS says; when is not known)" if h.lms_late else
+                            fmt_duration(h.seconds_late) if h.seconds_late > 0 else "—",
                             "extension": fmt_duration(h.extension_seconds) if h.extension_seconds > 0 else "",
                             "raw": fmt_points(r.score), "penalty": fmt_points(h.penalty),
                             "final": fmt_points(r.final_score), "flags": [(f.kind, f.message) for f in h.flags]})

@@ -18,6 +18,21 @@ def write_report(out: Path, result: SubmissionResult, html: str | None = None) -
     return html
 
 
+def feedback_page(feedback_root: Path, result: SubmissionResult, notebook_name: str | None = None) -> Path:
+    """Where nbgrader's release_feedback reads the submission's report: feedback/<student>/<assignment>/<nb>.html."""
+    name = Path(notebook_name).stem if notebook_name else result.assignment_id
+    return feedback_root / nbgrader_folder_name(result.student_id) / result.assignment_id / f"{name}.html"
+
+
+def withheld_because(result: SubmissionResult, release_flagged: bool = False) -> str | None:
+    """Why the submission's report is kept out of nbgrader's feedback/ (None: it is not): the OS says someone else
+    wrote it, and the instructor has not released it (--release-flagged-feedback)."""
+    if release_flagged:
+        return None
+    identity = [f for f in result.flags if f.kind == FLAG_IDENTITY]
+    return f"{identity[0].message} (identity)" if identity else None
+
+
 def write_feedback(feedback_root: Path, result: SubmissionResult, submission_folder: Path | None,
                    notebook_name: str, html: str, release_flagged: bool = False) -> None:
     """The report where nbgrader expects feedback, with the files `nbgrader release_feedback` reads beside it.
@@ -25,9 +40,9 @@ def write_feedback(feedback_root: Path, result: SubmissionResult, submission_fol
     A submission the OS says someone else wrote gets no feedback here (its report would go to whoever
     made it): the instructor decides, then grades again with --release-flagged-feedback.
     """
-    folder = feedback_root / nbgrader_folder_name(result.student_id) / result.assignment_id
-    page = folder / (Path(notebook_name).stem + ".html")
-    if not release_flagged and any(f.kind == FLAG_IDENTITY for f in result.flags):
+    page = feedback_page(feedback_root, result, notebook_name)
+    folder = page.parent
+    if withheld_because(result, release_flagged):
         page.unlink(missing_ok=True)
         return
     atomic_write(page, html, durable=False)

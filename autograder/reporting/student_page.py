@@ -21,6 +21,7 @@ from autograder.recording.results import (
 )
 from solutions.student_params import student_params
 from autograder.reporting.copied_answers import _right_answers
+from autograder.reporting.local_time import display_of
 from autograder.reporting.formatting import (
     AssignmentInfo, CELL_ERROR_HINTS, TIER_NOTES, _env, _score_class, assignment_info, clip, fmt_duration_zh,
     fmt_points, fmt_value, safe_details,
@@ -143,11 +144,14 @@ def _handin_view(result: SubmissionResult) -> dict | None:
         return None
     flags = [f.message_zh for f in h.flags if f.kind in (FLAG_IDENTITY, FLAG_TIME, FLAG_UNMAPPED,
                                                           FLAG_WRONG_ASSIGNMENT)]
-    if not (h.due or h.penalty or flags):
+    if not (h.due or h.penalty or flags or h.lms_late):
         return None
+    shown = display_of(h.timezone, h.timestamp_format).format_stored  # the course's zone, named
     return {
-        "submitted_at": h.submitted_at, "due": h.due, "late": h.seconds_late > 0,
-        "late_text": fmt_duration_zh(h.seconds_late) if h.seconds_late > 0 else "",
+        "submitted_at": shown(h.submitted_at), "due": shown(h.due), "late": h.seconds_late > 0,
+        "late_text": "（LMS 标记，提交时间未知）" if h.lms_late else
+        fmt_duration_zh(h.seconds_late) if h.seconds_late > 0 else "",
+        "lms_late": h.lms_late,
         "extension": fmt_duration_zh(h.extension_seconds) if h.extension_seconds > 0 else "",
         "raw": fmt_points(result.score), "penalty": fmt_points(h.penalty), "final": fmt_points(result.final_score),
         "policy": h.policy_zh, "flags": flags, "source_exchange": h.time_source == "exchange",
