@@ -241,14 +241,12 @@ def extension(
     except LockedError as exc:
         fail(str(exc))
     from autograder.reporting.formatting import fmt_duration_words
-    from autograder.reporting.local_time import TimeDisplayError, course_display
+    from autograder.reporting.local_time import TimeDisplay, course_display
 
     try:
         display = course_display(course)  # the course's c.NbGraderAPI.timezone, as formgrader shows its times
-    except (TimeDisplayError, Exception) as exc:  # a broken nbgrader_config.py: the extension is granted anyway
+    except Exception as exc:  # a bad zone or a broken nbgrader_config.py: the extension is granted anyway
         typer.secho(f"warning: {course / 'nbgrader_config.py'}: {exc}; the time is shown in UTC", err=True)
-        from autograder.reporting.local_time import TimeDisplay
-
         display = TimeDisplay()
     length = timedelta(days=days, hours=hours)
     typer.echo(f"{student}: {assignment_id} "

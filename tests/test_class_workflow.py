@@ -26,7 +26,7 @@ from typer.testing import CliRunner, Result
 
 from autograder.cli import app
 from autograder.recording.locking import LockedError, exclusive
-from autograder.recording.outputs import safe_cell, spreadsheet_safe
+from autograder.recording.outputs import safe_cell, safe_name, spreadsheet_safe
 from conftest import release_notebook, run_nbgrader, source_notebook
 
 pytestmark = pytest.mark.slow
@@ -331,6 +331,8 @@ def lms_course(tmp_path_factory):
     course = tmp_path_factory.mktemp("lms") / "course"
     course.mkdir()
     shutil.copy(Path(__file__).parent.parent / "nbgrader_config.py", course)
+    with open(course / "nbgrader_config.py", "a") as f:  # read for a zip too (the --gradebook's folder): Canvas's
+        f.write('\nc.Autograde.late_policy = "fixed"\nc.Autograde.late_points = 2\n')  # late bob loses 2 points
     (course / "submitted").mkdir()
     write_roster(course, LMS_ROSTER)
     (course / "canvas.csv").write_text(CANVAS_GRADEBOOK, encoding="utf-8")
@@ -369,7 +371,14 @@ def test_an_lms_download_maps_to_the_roster_replaces_nobody_and_its_gradebook_ro
     assert sorted(s for s, _ in results) == sorted(["alice", "bob", "carol", unmapped])
     # alice's 10 needs her own numbers for the hand part: the id is hers; bob's extra file did not replace it
     assert results[("alice", "rmsnorm")]["score"] == 10
-    assert results[("bob", "rmsnorm")]["score"] == 10  # his file named rmsnorm(-1).ipynb, not the extra one
+    assert results[("bob", "rmsnorm")]["raw_score"] == 10  # his file named rmsnorm(-1).ipynb, not the extra one
+    bob_report = (out / "reports" / "bob" / "rmsnorm.html").read_text()
+    if kind == "canvas":  # Canvas's `_late`, under the course's late policy (nbgrader_config.py): late, 2 points off
+        assert results[("bob", "rmsnorm")]["score"] == 8 and "按时提交" not in bob_report
+        assert "迟交" in bob_report and "time" in grades_table(out)["bob"]["rmsnorm_flags"]
+    else:
+        assert results[("bob", "rmsnorm")]["score"] == 10
+    assert f"settings: {lms_course.resolve() / 'nbgrader_config.py'}" in "".join(first.output.split("\n"))
     assert results[("carol", "rmsnorm")]["score"] == 10  # a name she chose
     assert results[(unmapped, "rmsnorm")]["left_out"] == "unmapped LMS id"
     assert [f["kind"] for f in results[(unmapped, "rmsnorm")]["handin"]["flags"]] == ["unmapped"]
@@ -398,7 +407,7 @@ def assert_the_lms_gradebook_round_trips(lms_course: Path, kind: str, out: Path)
     after = list(csv.reader(io.StringIO(written.decode("utf-8-sig"))))
     assert after[0] == before[0] and len(after) == len(before)
     column = before[0].index("rmsnorm (9001)" if kind == "canvas" else "Grade")
-    expected = {"alice": "10", "bob": "10", "carol": "10"}
+    expected = {"alice": "10", "bob": "8" if kind == "canvas" else "10", "carol": "10"}
     names = {"canvas": {"alice": "Zhang, Alice", "bob": "Li, Bob", "carol": "'=HYPERLINK(\"http://evil\")"},
              "moodle": {"alice": "Alice Zhang", "bob": "Bob Li", "carol": "'@Carol;'=1+1"}}[kind]
     name_col = 0 if kind == "canvas" else 1
@@ -411,7 +420,31 @@ def assert_the_lms_gradebook_round_trips(lms_course: Path, kind: str, out: Path)
     untouched = [row for row in after[1:] if row[name_col] in ("Student, Test", "Dave Chen", "    Points Possible")]
     assert untouched and all(row == next(b for b in before if b[name_col] == row[name_col]) for row in untouched)
     assert "not on the roster, left as it was" in done.output
+    assert_the_reports_go_back_to_the_lms(lms_course, kind, out, done.output)
 
+
+def assert_the_reports_go_back_to_the_lms(lms_course: Path, kind: str, out: Path, output: str) -> None:
+    """Moodle: the feedback-files zip, each name `<Full Name>_<participant id>_assignfeedback_file_/<file>` (what Moodle's
+    "Upload multiple feedback files in a zip" reads: the participant id second after the full name; see
+    autograder/intake/lms.py); Canvas: one file per student named `<name>_<user id>_<assignment>.html`. Each holds
+    that student's own report."""
+    if kind == "moodle":
+        archive = out / "lms" / "rmsnorm-moodle-feedback.zip"
+        with zipfile.ZipFile(archive) as zf:
+            files = {name: zf.read(name) for name in zf.namelist()}
+        expected = {"Alice Zhang_201_assignfeedback_file_/rmsnorm.html": "alice",
+                    "Bob Li_202_assignfeedback_file_/rmsnorm.html": "bob",
+                    "@Carol;=1+1_203_assignfeedback_file_/rmsnorm.html": "carol",
+                    "Dave Chen_204_assignfeedback_file_/rmsnorm.html": "moodle:204"}
+    else:
+        folder = out / "lms" / "rmsnorm-canvas-feedback"
+        files = {p.name: p.read_bytes() for p in folder.iterdir()}
+        expected = {"ZhangAlice_101_rmsnorm.html": "alice", "LiBob_102_rmsnorm.html": "bob",
+                    "HYPERLINKhttpevil_103_rmsnorm.html": "carol"}
+    assert set(files) == set(expected), sorted(files)
+    for name, student in expected.items():
+        assert files[name] == (out / "reports" / safe_name(student) / "rmsnorm.html").read_bytes(), name
+    assert "student report(s)" in output
 
 def test_a_conflict_in_a_flat_folder_grades_neither_and_keeps_the_stored_result(tmp_path):
     flat, out = tmp_path / "flat", tmp_path / "out"
@@ -419,7 +452,16 @@ def test_a_conflict_in_a_flat_folder_grades_neither_and_keeps_the_stored_result(
     shutil.copy(source_notebook("rmsnorm"), flat / "alice_rmsnorm.ipynb")
     shutil.copy(release_notebook("rmsnorm"), flat / "bob_rmsnorm.ipynb")
     args = ["grade", "rmsnorm", "--submissions", str(flat), "--out", str(out), *FAST]
-    assert RUNNER.invoke(app, args).exit_code == 0
+    first = RUNNER.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    # a flat folder is no course's submitted/: the reports are the feedback, and every path printed exists
+    assert "feedback: the reports above are the students' feedback" in first.output
+    assert (out / "reports" / "alice" / "rmsnorm.html").is_file() and (out / "reports" / "bob" / "rmsnorm.html").is_file()
+    printed = [line.split(":", 1)[1].strip().split("  ")[0] for line in first.output.splitlines()
+               if line.startswith(("results:", "reports:", "summary:", "gradebook:", "settings:"))]
+    assert len(printed) >= 4, first.output
+    for path in printed:
+        assert Path(path.split("/<student>")[0]).exists(), path
     before = json.loads((out / "results.json").read_text())
     shutil.copy(release_notebook("rmsnorm"), flat / "alice-rmsnorm.ipynb")  # a second file for alice
     for _ in range(2):  # and the same again: nothing flips
@@ -475,5 +517,6 @@ def test_two_group_downloads_into_one_out_keep_every_grade(lms_course, kind):
         assert done.exit_code == 0, done.output
     assert "kept: alice/rmsnorm was not among the submissions graded last" in done.output
     assert grades_table(out)["alice"]["rmsnorm"] == "10"
-    assert {s: row["rmsnorm"] for s, row in grades_table(out).items()} == {"alice": "10", "bob": "10", "carol": "10"}
+    assert {s: row["rmsnorm"] for s, row in grades_table(out).items()} \
+        == {"alice": "10", "bob": "8" if kind == "canvas" else "10", "carol": "10"}  # Canvas's late bob: 2 points off
     assert_the_lms_gradebook_round_trips(lms_course, kind, out)
