@@ -332,7 +332,8 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
                                     for k in ("cell_timeout", "probe_timeout", "submission_timeout")},
                          submission_memory_bytes=int(stored_limits["submission_memory_bytes"]))
         credit = float(settings["convention_credit"])
-        handin_settings = replace(handin_settings, policy=LatePolicy(**settings["late_policy"]))
+        handin_settings = replace(handin_settings, policy=LatePolicy(**settings["late_policy"]),
+                                  roster=frozenset(roster))
     except run_settings.SettingsChanged as exc:
         raise GradingRunError(str(exc)) from None
     except (LatePolicyError, TypeError, ValueError, KeyError) as exc:  # OUT/settings.json edited by hand

@@ -212,7 +212,7 @@ def test_scores_penalties_and_flags(roundtrip):
     assert results[c]["handin"]["flags"] == [] and results[c]["handin"]["time_source"] == "timestamp.txt"
     # d: written by a, not d; timestamp.txt forged to before the due date: the observed time is used
     kinds = {f["kind"] for f in results[d]["handin"]["flags"]}
-    assert kinds == {"identity", "time"}, results[d]["handin"]
+    assert kinds == {"identity", "feedback_withheld", "time"}, results[d]["handin"]  # a is a student: it means something
     assert results[d]["handin"]["submitter"] == a and results[d]["handin"]["time_source"] == "exchange"
     assert results[d]["handin"]["seconds_late"] > 0
     assert (results[d]["raw_score"], results[d]["late_penalty"], results[d]["score"]) == (10, 2, 8)
@@ -225,7 +225,7 @@ def test_grades_csv_shows_raw_penalty_final_and_flags(roundtrip):
         == ("10", "10", "0", "")
     assert (rows[c]["rmsnorm"], rows[c]["rmsnorm_raw"], rows[c]["rmsnorm_penalty"], rows[c]["total"]) \
         == ("8", "10", "2", "8")
-    assert set(rows[d]["rmsnorm_flags"].split(";")) == {"identity", "time"}
+    assert set(rows[d]["rmsnorm_flags"].split(";")) == {"identity", "feedback_withheld", "time"}
     assert rows[b]["rmsnorm_flags"] == "" and float(rows[b]["rmsnorm"]) < 10
 
 

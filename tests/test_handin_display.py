@@ -130,6 +130,11 @@ def test_feedback_is_withheld_only_where_the_owner_means_something_and_said_for_
         results.append(result_with(facts(student, "rmsnorm", folder, None, settings, None, None), student))
     unverified, withheld = results
     assert [f.kind for f in unverified.flags] == ["unverified"]
+    # an id with no OS user, but written by an owner named like another student of the roster: identity after all
+    me_name = __import__("pwd").getpwuid(me).pw_name
+    forged = facts("no-such-os-user", "rmsnorm", tmp_path / "submitted" / "no-such-os-user" / "rmsnorm", None,
+                   type(settings)(policy=settings.policy, exchange=exchange, roster=frozenset({me_name})), None, None)
+    assert [f.kind for f in forged.flags] == ["identity", "feedback_withheld"]
     assert [f.kind for f in withheld.flags] == ["identity", "feedback_withheld"]
     feedback = tmp_path / "course" / "feedback"
     for r in results:

@@ -4,7 +4,8 @@ One function, `assess`, called by the grading run for every submission, gives a 
 (autograder.recording.results). The rules:
 
 - identity: judged only where ownership means something: the exchange's inbound folder of the submission is found
-  (autograder.intake.exchange) and an OS user named like the student exists. Then every owner of the folder and its
+  (autograder.intake.exchange) and an OS user named like the student (or an owner named like another student of the
+  roster) exists. Then every owner of the folder and its
   files must be that user; otherwise an `identity` flag, and a `feedback_withheld` flag: grading still runs, the
   instructor decides, and the report is kept out of nbgrader's feedback/ until they do (--release-flagged-feedback).
   An inbound folder but no OS user of that name (a course run as one user, a Docker spawner): `unverified`, and the
@@ -78,6 +79,7 @@ class HandInSettings:
     check_owner: bool = True
     release_flagged_feedback: bool = False
     display: TimeDisplay = TimeDisplay()  # how pages show times: c.NbGraderAPI.timezone, .timestamp_format
+    roster: frozenset = frozenset()  # the course's student ids: an owner named like one is a student (identity)
 
 
 def load_course_config(course: Path):
@@ -263,7 +265,8 @@ def facts(student_id: str, assignment_id: str, folder: Path | None, notebook: Pa
         return None
 
     if prov is not None and settings.check_owner and set(prov.owners) != {student_id}:
-        if not os_user_exists(student_id):  # ownership says nothing here: every file has some other owner
+        students_wrote = any(owner in settings.roster for owner in prov.owners)  # another student's OS user
+        if not os_user_exists(student_id) and not students_wrote:  # ownership says nothing: some other owner
             flags.append(Flag(FLAG_UNVERIFIED,
                               f"no OS user is named {student_id!r} (the files are the OS user(s) "
                               f"{', '.join(prov.owners)}'s): who wrote it cannot be checked; its feedback is written",
