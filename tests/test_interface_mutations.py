@@ -211,14 +211,16 @@ def test_the_mutants_cover_every_student_definition_and_argument():
             assert m.new != m.old
             labels.add(m.label)
     for expected in ["llama_block:LlamaAttention.__init__:eps=1e-06", "llama_block:LlamaBlock.__init__:eps=1e-05",
-                     "llama_block:LlamaBlock.__init__:eps=1e-06 only in RMSNorm(d_model, eps) at line 12",
+                     "llama_block:LlamaBlock.__init__:eps=1e-06 only in RMSNorm(d_model, eps) at line",
+                     "llama_block:LlamaBlock.__init__:eps=1e-05 only in LlamaAttention(",
+                     "llama_block:LlamaAttention.__init__:eps=1e-06 only in RMSNorm(self.d_head, eps) at line",
                      "llama_block:LlamaBlock.__init__:theta=10000.0", "llama_block:LlamaBlock.__init__:d_ff=None",
                      f"llama_block:LlamaBlock.forward:mask={CAUSAL_LABEL}", "llama_block:LlamaBlock.forward:mask=None",
                      "gqa_saving:GroupedQueryAttention.__init__:num_kv_heads=num_q_heads",
                      "gqa_saving:kv_cache_bytes:num_kv_heads=1", "rmsnorm:rms_norm:eps=1e-05",
                      "rope:precompute_rope_freqs:dtype=torch.float32", "swiglu:FeedForward_SwiGLU.__init__:d_ff=None",
                      "mla:mla_cache_bytes:d_rope=0", f"mla:mla_absorbed_latents:mask={CAUSAL_LABEL}"]:
-        assert expected in labels
+        assert any(label.startswith(expected) for label in labels), expected
     keys = {m.key for a in assignment_ids() for m in interface_mutants(a)}
     assert set(EQUIVALENT) <= keys, "EQUIVALENT lists a mutant that is no longer made"
 
