@@ -329,13 +329,29 @@ def test_attention_parameters(student):
                           keys=key_mistakes(want))
 
 
-@check("llama_attention", points=1)
+@check("llama_attention", points=0.5)
 def test_attention_causal_float64(student, rng):
     """加因果掩码时，float64 的 forward、输入梯度和各个权重的梯度都与参考实现一致（RoPE、GQA，不带 QK-Norm）"""
     config = (72, 6, 2)
     weights = llama_weights(rng, attention_shapes(*config, False), torch.float64)
     x = torch.randn(3, 5, 72, generator=rng, dtype=torch.float64)
     run_module(student, "LlamaAttention", config, {}, weights, x, causal_mask(5, torch.float64), rng=rng)
+
+
+# a non-default eps that matters: inputs of small scale (mean square about 0.1 after the projections) and an eps of
+# the same order, so that q_norm or k_norm left at the default eps is far off (>= 100x float32 rounding); only eps
+# differs from test_attention_causal_float64 and the default-theta precision check (tests/test_interface_mutations.py)
+EPS_VARIED = 0.25
+SMALL_INPUTS = 0.3
+
+
+@check("llama_attention", points=0.5)
+def test_attention_qk_norm_eps_float64(student, rng):
+    """qk_norm=True 时 q_norm 和 k_norm 都使用传入的 eps（eps = 0.25、输入较小，eps 的作用明显；加因果掩码）：float64 的 forward 和各个梯度与参考实现一致"""
+    config, options = (72, 6, 2), {"qk_norm": True, "eps": EPS_VARIED}
+    weights = llama_weights(rng, attention_shapes(*config, True), torch.float64)
+    x = SMALL_INPUTS * torch.randn(3, 5, 72, generator=rng, dtype=torch.float64)
+    run_module(student, "LlamaAttention", config, options, weights, x, causal_mask(5, torch.float64), rng=rng)
 
 
 @check("llama_attention", points=1)
@@ -379,13 +395,22 @@ def test_block_parameters(student):
                           keys=key_mistakes(want))
 
 
-@check("llama_block_module", points=1)
+@check("llama_block_module", points=0.5)
 def test_block_causal_float64(student, rng):
     """加因果掩码、默认 d_ff 时，LlamaBlock 的 float64 forward、输入梯度和各个权重的梯度都与参考实现一致"""
     config = (48, 6, 2)
     weights = llama_weights(rng, block_shapes(*config, None, False), torch.float64)
     x = torch.randn(2, 5, 48, generator=rng, dtype=torch.float64)
     run_module(student, "LlamaBlock", config, {}, weights, x, causal_mask(5, torch.float64), rng=rng)
+
+
+@check("llama_block_module", points=0.5)
+def test_block_eps_float64(student, rng):
+    """LlamaBlock 把传入的 eps 交给 norm_attn、norm_ffn 和注意力里的 QK-Norm（eps = 0.25、输入较小，qk_norm=True，加因果掩码）：float64 的 forward 和各个梯度与参考实现一致"""
+    config, options = (48, 6, 2), {"qk_norm": True, "eps": EPS_VARIED}
+    weights = llama_weights(rng, block_shapes(*config, None, True), torch.float64)
+    x = SMALL_INPUTS * torch.randn(2, 5, 48, generator=rng, dtype=torch.float64)
+    run_module(student, "LlamaBlock", config, options, weights, x, causal_mask(5, torch.float64), rng=rng)
 
 
 @check("llama_block_module", points=1)

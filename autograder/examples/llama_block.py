@@ -2,13 +2,17 @@ from autograder.examples import alternative, mistake, precision, with_precision_
 
 HAND = {"test_hand_q_norm", "test_hand_k_norm_max", "test_hand_logit_bound"}
 # the attention checks with more than one token (every attention slip shows there)
-ATTENTION = {"test_attention_causal_float64", "test_attention_qk_norm_random_mask_float64",
-             "test_attention_heads_equal_seq_len_float32"}
-BLOCK = {"test_block_causal_float64", "test_block_qk_norm_random_mask_float64", "test_block_float32"}
-MASKED = {"test_attention_causal_float64", "test_attention_qk_norm_random_mask_float64", "test_block_causal_float64",
+ATTENTION = {"test_attention_causal_float64", "test_attention_qk_norm_eps_float64",
+             "test_attention_qk_norm_random_mask_float64", "test_attention_heads_equal_seq_len_float32"}
+BLOCK = {"test_block_causal_float64", "test_block_eps_float64", "test_block_qk_norm_random_mask_float64",
+         "test_block_float32"}
+MASKED = {"test_attention_causal_float64", "test_attention_qk_norm_eps_float64",
+          "test_attention_qk_norm_random_mask_float64", "test_block_causal_float64", "test_block_eps_float64",
           "test_block_qk_norm_random_mask_float64"}
-QK_NORM = {"test_attention_qk_norm_random_mask_float64", "test_block_qk_norm_random_mask_float64", "test_block_float32"}
-BLOCK_ONLY = {"test_block_causal_float64", "test_block_qk_norm_random_mask_float64", "test_block_float32"}
+QK_NORM = {"test_attention_qk_norm_eps_float64", "test_attention_qk_norm_random_mask_float64",
+           "test_block_eps_float64", "test_block_qk_norm_random_mask_float64", "test_block_float32"}
+BLOCK_ONLY = {"test_block_causal_float64", "test_block_eps_float64", "test_block_qk_norm_random_mask_float64",
+              "test_block_float32"}
 
 ROPE_REF = "        q, k = apply_rotary_emb(q, cos, sin), apply_rotary_emb(k, cos, sin)\n"
 SCORES_REF = "        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)\n"
@@ -51,7 +55,8 @@ MISTAKES = [
     mistake("block_mask_not_passed", "the block calls the attention without the mask",
             [(BLOCK_REF, "        h = x + self.attn(self.norm_attn(x))\n"
                          "        return h + self.ffn(self.norm_ffn(h))\n")],
-            {"test_block_causal_float64", "test_block_qk_norm_random_mask_float64"}, diagnosis="mask_ignored"),
+            {"test_block_causal_float64", "test_block_eps_float64", "test_block_qk_norm_random_mask_float64"},
+            diagnosis="mask_ignored"),
     mistake("attn_renamed", "the attention sub-module named `attention` instead of the pinned `attn`",
             [("        self.attn = LlamaAttention(", "        self.attention = LlamaAttention("),
              (BLOCK_REF, "        h = x + self.attention(self.norm_attn(x), mask)\n"
@@ -183,8 +188,10 @@ MISTAKES = [
 
 # a mistake that fails a part's float64 check fails its precision check too
 PRECISION_OF = {"test_attention_causal_float64": "test_attention_float64_precision",
+                "test_attention_qk_norm_eps_float64": "test_attention_float64_precision",
                 "test_attention_qk_norm_random_mask_float64": "test_attention_float64_precision",
                 "test_block_causal_float64": "test_block_float64_precision",
+                "test_block_eps_float64": "test_block_float64_precision",
                 "test_block_qk_norm_random_mask_float64": "test_block_float64_precision"}
 MISTAKES = with_precision_checks(MISTAKES, PRECISION_OF)
 # wrong only where theta is not the default, which the precision checks (default theta) never pass: it keeps them
