@@ -372,7 +372,7 @@ def test_an_lms_download_maps_to_the_roster_replaces_nobody_and_its_gradebook_ro
     assert results[("bob", "rmsnorm")]["score"] == 10  # his file named rmsnorm(-1).ipynb, not the extra one
     assert results[("carol", "rmsnorm")]["score"] == 10  # a name she chose
     assert results[(unmapped, "rmsnorm")]["left_out"] == "unmapped LMS id"
-    assert [f["kind"] for f in results[(unmapped, "rmsnorm")]["handin"]["flags"]] == ["unmapped"]
+    assert [f["kind"] for f in results[(unmapped, "rmsnorm")]["handin"]["flags"]] == ["unmapped", "unanswered"]
     assert sorted(grades_table(out)) == ["alice", "bob", "carol"]  # the unmapped id is kept out
     assert "alice_rmsnorm.ipynb" in first.output and "is graded" in first.output  # bob's extra file, skipped
     assert "unmapped:" in first.output and unmapped in first.output
