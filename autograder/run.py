@@ -579,37 +579,50 @@ def _import_reporting() -> None:
 
 def _notebook_facts(found: FoundSubmission) -> tuple[str | None, bool]:
     """What reading a found notebook says before it is graded: the other assignment it belongs to (its grade cells,
-    else None), and whether nothing is answered in it (every answer cell of its assignment is as `release/` has it,
-    or gone). Unreadable: (None, False): the grading says why."""
+    else None), and whether nothing is answered in it: every code cell is one of the released notebook's
+    (`release/`: answer stubs, demo and self-check cells; none added or changed) and every written answer is as
+    released (or gone). Unreadable: (None, False): the grading says why."""
     import json
 
     from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes
 
     try:
         nb = json.loads(load_notebook_bytes(found.notebook))
-        cells = nb.get("cells") if isinstance(nb, dict) else None
-        sources = {}
-        for c in cells if isinstance(cells, list) else ():
-            meta = c.get("metadata") if isinstance(c, dict) else None
+        cells = nb.get("cells") if isinstance(nb, dict) and "nbformat" in nb else None
+        if not isinstance(cells, list):
+            return None, False  # not a notebook: the grading says so
+        ids, code, written = set(), set(), {}
+        for c in cells:
+            if not isinstance(c, dict):
+                continue
+            meta = c.get("metadata")
             nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
             grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+            source = c.get("source", "")
+            source = ("".join(map(str, source)) if isinstance(source, list) else str(source)).strip()
             if isinstance(grade_id, str):
-                source = c.get("source", "")
-                sources.setdefault(grade_id, "".join(map(str, source)) if isinstance(source, list) else str(source))
+                ids.add(grade_id)
+            if c.get("cell_type") == "code":
+                code.add(source)
+            elif isinstance(grade_id, str):
+                written.setdefault(grade_id, source)
     except (UnreadableNotebook, ValueError, RecursionError, UnicodeDecodeError, TypeError):
         return None, False
-    foreign = assignment_of_notebook(set(sources), found.assignment_id)
+    foreign = assignment_of_notebook(ids, found.assignment_id)
     if foreign is not None:
         return foreign, False
-    released = _released_answers(found.assignment_id)
-    return None, bool(released) and all(sources.get(cell, stub).strip() == stub.strip()
-                                        for cell, stub in released.items())
+    released = _released(found.assignment_id)
+    if released is None:
+        return None, False
+    released_code, released_written = released
+    return None, code <= released_code and all(written.get(cell, stub) == stub
+                                               for cell, stub in released_written.items())
 
 
 @functools.lru_cache(maxsize=None)
-def _released_answers(assignment_id: str) -> dict[str, str]:
-    """The answer cells of the assignment as students get them (release/<id>/<id>.ipynb): grade id -> source; empty
-    when there is no release."""
+def _released(assignment_id: str) -> tuple[frozenset[str], dict[str, str]] | None:
+    """The assignment's notebook as students get it (release/<id>/<id>.ipynb): its code cells' sources, and its
+    written answer cells (grade id -> source), stripped; None when there is no release."""
     import nbformat
 
     assignment = load_assignment(assignment_id)
@@ -618,9 +631,10 @@ def _released_answers(assignment_id: str) -> dict[str, str]:
     try:
         nb = nbformat.read(release, as_version=4)
     except (OSError, ValueError):
-        return {}
-    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade_id") in answers}
+        return None
+    return (frozenset(c.source.strip() for c in nb.cells if c.cell_type == "code"),
+            {c.metadata["nbgrader"]["grade_id"]: c.source.strip() for c in nb.cells
+             if c.cell_type != "code" and c.metadata.get("nbgrader", {}).get("grade_id") in answers})
 
 
 def _no_such_students(opts: RunOptions, assignment_ids: list[str], out: Path, students: dict[str, dict],
@@ -731,7 +745,8 @@ def _folder(found: FoundSubmission | None) -> Path | None:
 def _assess_handin(result: SubmissionResult, found: FoundSubmission | None, settings: HandInSettings,
                    due, extension, foreign: str | None = None, unanswered: bool = False):
     """The submission's hand-in record (autograder.intake.handin): identity, time, lateness, penalty; and the flags of
-    how it was found (an unmapped LMS id, another assignment's notebook). `due`, `extension`: the gradebook's."""
+    how it was found (an unmapped LMS id, another assignment's notebook, nothing answered). `due`, `extension`: the
+    gradebook's."""
     if found is None:
         return result.handin  # not among this run's submissions: keep what was recorded
     handin, penalized = _handin_facts(result.student_id, result.assignment_id, found, settings, due, extension,
@@ -753,8 +768,8 @@ def _handin_facts(student_id: str, assignment_id: str, found: FoundSubmission, s
         extra.append(Flag(FLAG_WRONG_ASSIGNMENT, f"this is a notebook of {foreign}, not of {assignment_id}",
                           f"这是 {foreign} 的笔记本，不是 {assignment_id} 的：请提交本次作业的笔记本"))
     if unanswered:
-        extra.append(Flag(FLAG_UNANSWERED, "nothing answered: every answer cell is as released (or deleted)",
-                          "这份提交没有作答：所有答案单元格都和发下的版本一样（或被删除了）"))
+        extra.append(Flag(FLAG_UNANSWERED, "nothing answered: its code and written answers are as released (or deleted)",
+                          "这份提交没有作答：笔记本里的代码和书面回答都和发下的版本一样（或被删除了）"))
     if extra:
         handin = handin or HandIn()
         handin.flags = list(handin.flags) + extra

@@ -151,6 +151,33 @@ def test_who_needs_action_is_named_in_the_output_grades_csv_and_results_json(gra
     assert re.search(r'<tr data-flags="unanswered"><td data-v="[^"]*HYPERLINK', summary)
 
 
+def test_unanswered_is_a_notebook_whose_code_and_answers_are_as_released(tmp_path):
+    from autograder.intake.discovery import FoundSubmission
+    from autograder.run import _notebook_facts
+
+    def facts(notebook: dict | Path, assignment: str = "rmsnorm"):
+        path = tmp_path / "nb.ipynb"
+        path.write_text(json.dumps(notebook)) if isinstance(notebook, dict) else shutil.copy(notebook, path)
+        return _notebook_facts(FoundSubmission("alice", assignment, path, tmp_path, "test"))
+
+    assert facts(release_notebook("rmsnorm")) == (None, True)
+    assert facts(release_notebook("gradient_flow"), "gradient_flow") == (None, True)  # with a written answer
+    assert facts(source_notebook("rmsnorm")) == (None, False)
+    assert facts(source_notebook("rope")) == ("rope", False)  # another assignment's notebook: that flag instead
+    released = json.loads(release_notebook("rmsnorm").read_text())
+    answer = {"cell_type": "code", "metadata": {}, "source": "def rms_norm(x, gamma, eps): return x", "outputs": [],
+              "execution_count": None}
+    assert facts({**released, "cells": released["cells"] + [answer]}) == (None, False)  # an answer in a new cell
+    solution = [c for c in released["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    assert facts({**released, "cells": [c for c in released["cells"] if c not in solution]}) == (None, True)
+    written = json.loads(release_notebook("gradient_flow").read_text())
+    for cell in written["cells"]:
+        if cell["cell_type"] == "markdown" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            cell["source"] = "梯度在 Pre-Norm 中更稳定"
+    assert facts(written, "gradient_flow") == (None, False)  # only a written answer
+    assert facts({"cells": []}) == (None, False) and facts({"nbformat": 4, "cells": "x"}) == (None, False)
+
+
 def test_gradebook_export_shows_the_same_scores(graded_course):
     course, _ = graded_course
     done = run_nbgrader(["export", "--to", str(course / "export.csv")], cwd=course)

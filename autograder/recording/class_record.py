@@ -20,8 +20,8 @@ second OUT on the same gradebook does not take them for enrolled; once the instr
 student add`), the next run records them everywhere.
 
 What needs the instructor's action (`ClassRecord.actions`): submissions that could not be graded (`error`), roster
-students without a submission (`missing`), submissions with nothing answered (`unanswered`, a hand-in flag set when
-the notebook is read), two notebooks for one student and assignment (`conflict`) and hand answers that fit another
+students without a submission (`missing`), submissions with nothing answered (`unanswered`: no code added or changed;
+a hand-in flag set when the notebook is read), two notebooks for one student and assignment (`conflict`) and hand answers that fit another
 student's numbers (`copied`). Each is a flag in grades.csv (`<assignment>_flags`) and results.json (`flags`); the run
 prints the first few of each kind, the summary has the full lists.
 """

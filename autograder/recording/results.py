@@ -95,7 +95,7 @@ FLAG_UNVERIFIED = "unverified"  # an exchange is configured but the submission's
 FLAG_ID = "id"  # the student id found for it was not printable UTF-8: graded under an escaped id
 FLAG_UNMAPPED = "unmapped"  # an LMS id not mapped to nbgrader's roster: graded under the LMS id, kept out of grades.csv
 FLAG_WRONG_ASSIGNMENT = "wrong_assignment"  # the notebook's grade cells are another assignment's
-FLAG_UNANSWERED = "unanswered"  # every answer cell is as released (or gone): the student answered nothing
+FLAG_UNANSWERED = "unanswered"  # no code added or changed, written answers as released: the student answered nothing
 
 
 @dataclass

@@ -323,7 +323,7 @@ def render_summary(results: list[SubmissionResult], roster: list[str] | None = N
 
 
 ACTION_TITLES = {"error": "could not be graded (the report says why)", "missing": "no submission (roster students)",
-                 "unanswered": "nothing answered (every answer cell as released)",
+                 "unanswered": "nothing answered (code and written answers as released)",
                  "conflict": "two notebooks for one student and assignment: neither graded",
                  "copied": "hand answers that fit another student's numbers"}
 
