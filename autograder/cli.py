@@ -234,8 +234,10 @@ def extension(
 
                 close = difflib.get_close_matches(student, roster, n=3, cutoff=0.6)
                 fail(f"{student!r} is not on the course's roster ({gradebook}: {len(roster)} student(s))"
-                     + (f"; did you mean {', '.join(repr(c) for c in close)}?" if close else "")
-                     + " Add students with `nbgrader db student import roster.csv`.")
+                     + (f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ".")
+                     + f" To add them: `nbgrader db student add {student} --first-name=... --last-name=... --email=...`"
+                     " (many: `nbgrader db student import roster.csv`); the next `autograde grade` then records their "
+                     "graded work everywhere, and the extension can be granted.")
             gb.grant_extension(load_assignment(assignment_id), student, timedelta(days=days, hours=hours))
             due = gb.due_date(assignment_id)
     except LockedError as exc:

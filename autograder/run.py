@@ -13,6 +13,7 @@ up as an uninterrupted run would leave them.
 
 import contextlib
 import dataclasses
+import functools
 import statistics
 import threading
 from dataclasses import dataclass, field, replace
@@ -39,8 +40,8 @@ from autograder.recording.locking import LockedError, run_locks
 from autograder.recording.outputs import (ResultStore, atomic_write, nbgrader_folder_name, notebook_digest, write_grades_csv,
                                 write_results_json)
 from autograder.reporting.feedback import write_feedback, write_report
-from autograder.recording.results import (FLAG_ID, FLAG_IDENTITY, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, STATUS_ERROR, Flag,
-                                HandIn, SubmissionResult)
+from autograder.recording.results import (FLAG_ID, FLAG_IDENTITY, FLAG_UNANSWERED, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT,
+                                STATUS_ERROR, Flag, HandIn, SubmissionResult)
 from autograder.intake.validate import safe_text, sanitize_record, student_id_from_name
 from autograder.running.sandbox import environment, tiers
 from autograder.running.sandbox.environment import SandboxEnvironmentError
@@ -349,7 +350,9 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     keys = {a: grading_key(a, tier, graded_limits, opts.convention_credit, secret, run_all_cells=opts.run_all_cells)
             for a in assignment_ids}
     found_by_key = {(f.student_id, f.assignment_id): f for f in found}
-    foreign = {key: _foreign_assignment(f) for key, f in found_by_key.items()}
+    read = {key: _notebook_facts(f) for key, f in found_by_key.items()}  # (another assignment's, nothing answered)
+    foreign = {key: facts[0] for key, facts in read.items()}
+    unanswered = {key for key, facts in read.items() if facts[1]}
 
     todo: list[FoundSubmission] = []
     digests, cache_keys, skipped = {}, {}, 0
@@ -404,11 +407,21 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     restored_feedback: set[tuple[str, str]] = set()  # ... and whose feedback page something else had replaced
     restored_autograded: set[tuple[str, str]] = set()  # ... and whose autograded notebook something else had removed
 
+    on_roster = set(roster)
+    was_on_roster = set(state.roster)  # what the last run into OUT took for the roster
+
+    def off_roster(student_id: str) -> bool:
+        """A submitter the roster does not have (a gradebook without a roster has none: everyone counts). Graded,
+        reported and listed as "not on the roster"; nowhere else (gradebook, feedback/, autograded/) until the
+        instructor adds them (`nbgrader db student add`)."""
+        return bool(on_roster) and student_id not in on_roster
+
     def into_gradebook(gb: "CourseGradebook", result: SubmissionResult) -> None:
-        """Not an unmapped LMS id (no student of the course); a student the gradebook did not have is remembered
-        as added by autograde, so that it is never taken for the roster. Auto scores something else wrote there
-        since (`nbgrader autograde`) are replaced by ours, and counted."""
-        if any(f.kind == FLAG_UNMAPPED for f in result.flags):
+        """Not an unmapped LMS id (no student of the course) nor a submitter not on the roster; a student the
+        gradebook did not have (it has no roster) is remembered as added by autograde, so that it is never taken
+        for the roster. Auto scores something else wrote there since (`nbgrader autograde`) are replaced by ours,
+        and counted."""
+        if any(f.kind == FLAG_UNMAPPED for f in result.flags) or off_roster(result.student_id):
             return
         if result.student_id not in students and result.student_id not in state.added_students:
             state.added_students.append(result.student_id)
@@ -436,8 +449,9 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             return extensions[assignment_id].get(student_id)
 
         def assess_handin(result: SubmissionResult, found: FoundSubmission | None, foreign_: str | None):
+            key = (result.student_id, result.assignment_id)
             return _assess_handin(result, found, handin_settings, gb.due_date(result.assignment_id),
-                                  extension(result.assignment_id, result.student_id), foreign_)
+                                  extension(result.assignment_id, result.student_id), foreign_, key in unanswered)
 
         def prepare(result: SubmissionResult) -> None:
             key = (result.student_id, result.assignment_id)
@@ -453,9 +467,10 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             """The result's files, as rendered where it was graded (`rendered`) or rendered here."""
             key = (result.student_id, result.assignment_id)
             html = write_report(out, result, rendered.report if rendered else None)
-            if course is not None:  # what formgrader and nbgrader's generate_feedback read
+            listed_only = off_roster(result.student_id)  # in no file of nbgrader's until on the roster
+            if course is not None and not listed_only:  # what formgrader and nbgrader's generate_feedback read
                 write_autograded(course, result, found_by_key.get(key))
-            if feedback_root is not None:
+            if feedback_root is not None and not listed_only:
                 write_feedback(feedback_root, result, folders.get(key) or _folder(found_by_key.get(key)),
                                assignments[result.assignment_id].source.name, html,
                                release_flagged=handin_settings.release_flagged_feedback)
@@ -514,7 +529,8 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             try:
                 handin, penalized = _handin_facts(f.student_id, f.assignment_id, f, handin_settings,
                                                   gb.due_date(f.assignment_id),
-                                                  extension(f.assignment_id, f.student_id), foreign.get(key))
+                                                  extension(f.assignment_id, f.student_id), foreign.get(key),
+                                                  key in unanswered)
                 if key in id_flags:
                     handin = _with_flag(handin, id_flags[key])
                 return RecordingFacts(manual_grades(f.assignment_id, f.student_id), handin,
@@ -550,7 +566,9 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
                 restored_autograded.add(key)  # formgrader lists it as not autograded without it
                 overwritten = True
             handin = assess_handin(stored.result, f, foreign.get(key))
-            if release or graded_by_hand or overwritten or handin != stored.result.handin:
+            # on the roster since the last run (`nbgrader db student add`): its files of nbgrader's are written now
+            joined = bool(was_on_roster) and key[0] not in was_on_roster and not off_roster(key[0])
+            if release or graded_by_hand or overwritten or joined or handin != stored.result.handin:
                 record(stored.result, stored.notebook_sha256, stored.cache_key)
         recorder.flush()
         results = store.all()  # every stored result, whatever this run graded
@@ -613,22 +631,64 @@ def _import_reporting() -> None:
         pass
 
 
-def _foreign_assignment(found: FoundSubmission) -> str | None:
-    """The other assignment a found notebook belongs to (its grade cells), or None; unreadable: None (the grading
-    says why)."""
+def _notebook_facts(found: FoundSubmission) -> tuple[str | None, bool]:
+    """What reading a found notebook says before it is graded: the other assignment it belongs to (its grade cells,
+    else None), and whether nothing is answered in it: every code cell is one of the released notebook's
+    (`release/`: answer stubs, demo and self-check cells; none added or changed) and every written answer is as
+    released (or gone). Unreadable: (None, False): the grading says why."""
     import json
 
     from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes
 
     try:
         nb = json.loads(load_notebook_bytes(found.notebook))
-        cells = nb.get("cells") if isinstance(nb, dict) else None
-        ids = {c["metadata"]["nbgrader"]["grade_id"] for c in cells if isinstance(c, dict)
-               and isinstance(c.get("metadata"), dict) and isinstance(c["metadata"].get("nbgrader"), dict)
-               and isinstance(c["metadata"]["nbgrader"].get("grade_id"), str)} if isinstance(cells, list) else set()
-    except (UnreadableNotebook, ValueError, RecursionError, UnicodeDecodeError):
+        cells = nb.get("cells") if isinstance(nb, dict) and "nbformat" in nb else None
+        if not isinstance(cells, list):
+            return None, False  # not a notebook: the grading says so
+        ids, code, written = set(), set(), {}
+        for c in cells:
+            if not isinstance(c, dict):
+                continue
+            meta = c.get("metadata")
+            nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
+            grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+            source = c.get("source", "")
+            source = ("".join(map(str, source)) if isinstance(source, list) else str(source)).strip()
+            if isinstance(grade_id, str):
+                ids.add(grade_id)
+            if c.get("cell_type") == "code":
+                code.add(source)
+            elif isinstance(grade_id, str):
+                written.setdefault(grade_id, source)
+    except (UnreadableNotebook, ValueError, RecursionError, UnicodeDecodeError, TypeError):
+        return None, False
+    foreign = assignment_of_notebook(ids, found.assignment_id)
+    if foreign is not None:
+        return foreign, False
+    released = _released(found.assignment_id)
+    if released is None:
+        return None, False
+    released_code, released_written = released
+    return None, code <= released_code and all(written.get(cell, stub) == stub
+                                               for cell, stub in released_written.items())
+
+
+@functools.lru_cache(maxsize=None)
+def _released(assignment_id: str) -> tuple[frozenset[str], dict[str, str]] | None:
+    """The assignment's notebook as students get it (release/<id>/<id>.ipynb): its code cells' sources, and its
+    written answer cells (grade id -> source), stripped; None when there is no release."""
+    import nbformat
+
+    assignment = load_assignment(assignment_id)
+    release = assignment.source.parent.parent.parent / "release" / assignment_id / assignment.source.name
+    answers = {cell for part in assignment.parts for cell in part.answer_cells}
+    try:
+        nb = nbformat.read(release, as_version=4)
+    except (OSError, ValueError):
         return None
-    return assignment_of_notebook(ids, found.assignment_id)
+    return (frozenset(c.source.strip() for c in nb.cells if c.cell_type == "code"),
+            {c.metadata["nbgrader"]["grade_id"]: c.source.strip() for c in nb.cells
+             if c.cell_type != "code" and c.metadata.get("nbgrader", {}).get("grade_id") in answers})
 
 
 def _no_such_students(opts: RunOptions, assignment_ids: list[str], out: Path, students: dict[str, dict],
@@ -737,18 +797,19 @@ def _folder(found: FoundSubmission | None) -> Path | None:
 
 
 def _assess_handin(result: SubmissionResult, found: FoundSubmission | None, settings: HandInSettings,
-                   due, extension, foreign: str | None = None):
+                   due, extension, foreign: str | None = None, unanswered: bool = False):
     """The submission's hand-in record (autograder.intake.handin): identity, time, lateness, penalty; and the flags of
-    how it was found (an unmapped LMS id, another assignment's notebook). `due`, `extension`: the gradebook's."""
+    how it was found (an unmapped LMS id, another assignment's notebook, nothing answered). `due`, `extension`: the
+    gradebook's."""
     if found is None:
         return result.handin  # not among this run's submissions: keep what was recorded
     handin, penalized = _handin_facts(result.student_id, result.assignment_id, found, settings, due, extension,
-                                      foreign)
+                                      foreign, unanswered)
     return with_penalty(handin, settings.policy, result.score, result.max_score) if penalized else handin
 
 
 def _handin_facts(student_id: str, assignment_id: str, found: FoundSubmission, settings: HandInSettings,
-                  due, extension, foreign: str | None) -> tuple[HandIn | None, bool]:
+                  due, extension, foreign: str | None, unanswered: bool = False) -> tuple[HandIn | None, bool]:
     """What `_assess_handin` finds before grading: the hand-in but its penalty, and whether it has a penalty to
     compute from the score (autograder.intake.handin.with_penalty)."""
     handin = handin_facts(student_id, assignment_id, found.folder, found.notebook, settings, due, extension,
@@ -761,6 +822,9 @@ def _handin_facts(student_id: str, assignment_id: str, found: FoundSubmission, s
     if foreign:
         extra.append(Flag(FLAG_WRONG_ASSIGNMENT, f"this is a notebook of {foreign}, not of {assignment_id}",
                           f"这是 {foreign} 的笔记本，不是 {assignment_id} 的：请提交本次作业的笔记本"))
+    if unanswered:
+        extra.append(Flag(FLAG_UNANSWERED, "nothing answered: its code and written answers are as released (or deleted)",
+                          "这份提交没有作答：笔记本里的代码和书面回答都和发下的版本一样（或被删除了）"))
     if extra:
         handin = handin or HandIn()
         handin.flags = list(handin.flags) + extra
@@ -772,12 +836,22 @@ def write_exports(out: Path, record: ClassRecord) -> None:
     what is left out, out) and summary.html (with what is left out, and why), all from `record`."""
     from autograder.reporting.class_summary import render_summary
 
-    shown = [a for a in course_assignments() if any(r.assignment_id == a for r in record.results)]
+    shown = record.assignment_ids()
     left_out = {(x.result.student_id, x.result.assignment_id): x.reason for x in record.left_out()}
-    write_results_json(record.results, out / "results.json", left_out)
-    write_grades_csv(record.counted(), record.roster, shown, out / "grades.csv")
+    flags = record.flags()
+    have = {(r.student_id, r.assignment_id) for r in record.results}
+    absent = {key: _max_score(key[1]) for key in flags if key not in have}
+    write_results_json(record.results, out / "results.json", left_out, flags, absent)
+    write_grades_csv(record.counted(), record.roster, shown, out / "grades.csv", flags)
     atomic_write(out / "summary.html", render_summary(record.counted(), record.roster, left_out=record.left_out(),
-                                                      conflicts=record.conflicts))
+                                                      conflicts=record.conflicts, actions=record.actions()))
+
+
+def _max_score(assignment_id: str) -> float:
+    try:
+        return load_assignment(assignment_id).max_score
+    except ValueError:  # not an assignment of the course (any more)
+        return 0.0
 
 
 def rerender(out: Path, course: Path | None = None, notes: list[str] | None = None) -> int:
@@ -802,7 +876,7 @@ def _rerender(out: Path, course: Path | None, notes: list[str]) -> int:
     roster = roster_of(students, state.added_students) if students else list(state.roster)
     for result in results:
         html = write_report(out, result)
-        if course is not None:
+        if course is not None and (not roster or result.student_id in roster):  # not on the roster: no feedback
             folder = course / "submitted" / nbgrader_folder_name(result.student_id) / result.assignment_id
             write_feedback(course / "feedback", result, folder, f"{result.assignment_id}.ipynb", html)
     record = ClassRecord(results, roster, set(state.not_found), state.conflicts)

@@ -381,7 +381,7 @@ def test_an_lms_download_maps_to_the_roster_replaces_nobody_and_its_gradebook_ro
     assert f"settings: {lms_course.resolve() / 'nbgrader_config.py'}" in "".join(first.output.split("\n"))
     assert results[("carol", "rmsnorm")]["score"] == 10  # a name she chose
     assert results[(unmapped, "rmsnorm")]["left_out"] == "unmapped LMS id"
-    assert [f["kind"] for f in results[(unmapped, "rmsnorm")]["handin"]["flags"]] == ["unmapped"]
+    assert [f["kind"] for f in results[(unmapped, "rmsnorm")]["handin"]["flags"]] == ["unmapped", "unanswered"]
     assert sorted(grades_table(out)) == ["alice", "bob", "carol"]  # the unmapped id is kept out
     assert "alice_rmsnorm.ipynb" in first.output and "is graded" in first.output  # bob's extra file, skipped
     assert "unmapped:" in first.output and unmapped in first.output
@@ -468,13 +468,18 @@ def test_a_conflict_in_a_flat_folder_grades_neither_and_keeps_the_stored_result(
         again = RUNNER.invoke(app, args)
         assert again.exit_code == 0, again.output
         assert "conflict: alice/rmsnorm not graded (its stored result is kept)" in again.output
-        assert json.loads((out / "results.json").read_text()) == before
+        assert "conflict (1): alice/rmsnorm" in " ".join(again.output.split())  # the action list
+        results = json.loads((out / "results.json").read_text())
+        assert [{**r, "flags": []} for r in results] == [{**r, "flags": []} for r in before]  # but alice's flag
+        assert {r["student"]: r["flags"] for r in results} == {"alice": ["conflict"], "bob": ["unanswered"]}
         assert grades_table(out)["alice"]["rmsnorm"] == "10"
-        assert "conflict" in (out / "summary.html").read_text()
+        assert grades_table(out)["alice"]["rmsnorm_flags"] == "conflict"
+        assert 'data-action="conflict"' in (out / "summary.html").read_text()
     (flat / "alice_rmsnorm.ipynb").unlink()  # resolved: the one left is graded
     resolved = RUNNER.invoke(app, args)
-    assert resolved.exit_code == 0 and "conflict:" not in resolved.output
+    assert resolved.exit_code == 0 and "conflict:" not in resolved.output and "conflict (" not in resolved.output
     assert grades_table(out)["alice"]["rmsnorm"] == "0"
+    assert grades_table(out)["alice"]["rmsnorm_flags"] == "unanswered"  # the release notebook left
     (flat / "bob_rmsnorm.ipynb").unlink()  # a stored result whose notebook is gone (a partial download): kept, said
     gone = RUNNER.invoke(app, args)
     assert gone.exit_code == 0, gone.output
@@ -520,3 +525,76 @@ def test_two_group_downloads_into_one_out_keep_every_grade(lms_course, kind):
     assert {s: row["rmsnorm"] for s, row in grades_table(out).items()} \
         == {"alice": "10", "bob": "8" if kind == "canvas" else "10", "carol": "10"}  # Canvas's late bob: 2 points off
     assert_the_lms_gradebook_round_trips(lms_course, kind, out)
+
+
+# --- one roster ----------------------------------------------------------------------------------------------
+
+def test_a_submitter_not_on_the_roster_is_listed_and_nowhere_else_until_added(tmp_path):
+    """Issue 23, item 8: mallory hands in but is not on the roster. She is graded into the "not on the roster" list
+    (summary, run output, results.json) and nowhere else: not grades.csv, not the gradebook (nbgrader export), not
+    feedback/ or autograded/, no extension, not enrolled for a second OUT on the same gradebook. Once the instructor
+    adds her (`nbgrader db student add`), the next run (nothing regraded) records her everywhere. The roster is
+    written through nbgrader's API (what `nbgrader db student import/add` call; each nbgrader command costs seconds)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copy(Path(__file__).parent.parent / "nbgrader_config.py", course)
+    put(course, "alice", "rmsnorm", source_notebook("rmsnorm"))
+    put(course, "mallory", "rmsnorm", source_notebook("rmsnorm"))
+    gradebook = f"sqlite:///{course / 'gradebook.db'}"
+    with Gradebook(gradebook) as gb:
+        for student in ("alice", "bob"):
+            gb.update_or_create_student(student, first_name=student.title(), last_name="Test")
+
+    def scores() -> dict:
+        with Gradebook(gradebook) as gb:
+            return {s.id: gb.find_submission("rmsnorm", s.id).score for s in gb.students
+                    if any(sub.assignment.name == "rmsnorm" for sub in s.submissions)}
+
+    first = grade(course, "rmsnorm")
+    assert first.exit_code == 0, first.output
+    out = course / "grading"
+    said = " ".join(first.output.split())
+    assert "left out of grades.csv: mallory/rmsnorm (not on the roster; `nbgrader db student add mallory` adds them" \
+        in said, said
+    assert sorted(grades_table(out)) == ["alice", "bob"]
+    mallory = next(r for r in json.loads((out / "results.json").read_text()) if r["student"] == "mallory")
+    assert mallory["left_out"] == "not on the roster" and mallory["score"] == 10
+    summary = (out / "summary.html").read_text()
+    assert "Not on the roster: mallory" in summary and "nbgrader db student add" in summary
+    assert (out / "reports" / "mallory" / "rmsnorm.html").is_file()  # graded, her report written
+    with Gradebook(gradebook) as gb:
+        with pytest.raises(MissingEntry):
+            gb.find_student("mallory")
+    done = run_nbgrader(["export", "--to", str(course / "export.csv")], cwd=course)
+    assert done.returncode == 0, done.stderr
+    exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(open(course / "export.csv"))}
+    assert exported == {"alice": 10, "bob": 0}, exported
+    assert not (course / "feedback" / "mallory").exists() and not (course / "autograded" / "mallory").exists()
+    refused = RUNNER.invoke(app, ["extension", "rmsnorm", "mallory", "--days", "2", "--course", str(course)])
+    assert refused.exit_code == 2, refused.output
+    assert "'mallory' is not on the course's roster" in refused.output
+    assert "nbgrader db student add mallory" in refused.output
+    # a second OUT on the same gradebook (its own class.json: it added no one) takes alice and bob for the roster
+    shutil.copytree(out, course / "grading-2")
+    (course / "grading-2" / "class.json").unlink()
+    second = RUNNER.invoke(app, ["report", "--out", str(course / "grading-2"), "--course", str(course)])
+    assert second.exit_code == 0, second.output
+    assert sorted(grades_table(course / "grading-2")) == ["alice", "bob"]
+    assert not (course / "feedback" / "mallory").exists()  # nor does `report --course` write her feedback
+
+    with Gradebook(gradebook) as gb:  # `nbgrader db student add mallory --first-name=Mallory --last-name=Test`
+        gb.update_or_create_student("mallory", first_name="Mallory", last_name="Test")
+    again = grade(course, "rmsnorm")
+    assert again.exit_code == 0, again.output
+    assert "graded 0 submission(s); 2 unchanged" in again.output and "not on the roster" not in again.output
+    assert grades_table(out)["mallory"]["rmsnorm"] == "10"
+    assert next(r for r in json.loads((out / "results.json").read_text())
+                if r["student"] == "mallory")["left_out"] is None
+    assert scores() == {"alice": 10, "mallory": 10}
+    assert (course / "feedback" / "mallory" / "rmsnorm" / "rmsnorm.html").is_file()
+    assert (course / "autograded" / "mallory" / "rmsnorm" / "rmsnorm.ipynb").is_file()
+    assert "Not on the roster" not in (out / "summary.html").read_text()
+    granted = RUNNER.invoke(app, ["extension", "rmsnorm", "mallory", "--days", "2", "--course", str(course)])
+    assert granted.exit_code == 0 and "mallory: rmsnorm extended by 2 days" in granted.output, granted.output

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -95,7 +96,8 @@ def test_results_json_lists_every_submission_and_check(graded_course):
     course, output = graded_course
     rows = json.loads((course / "out" / "results.json").read_text())
     by_student = {r["student"]: r for r in rows}
-    assert set(by_student) == {"alice", "bob", "carol", "erin", FORMULA_ID}
+    assert set(by_student) == {"alice", "bob", "carol", "dave", "erin", FORMULA_ID}
+    assert by_student["dave"]["status"] == "missing" and by_student["dave"]["checks"] == []  # on the roster, none
     assert by_student["alice"]["score"] == 10 and by_student["alice"]["status"] == "graded"
     assert by_student["bob"]["status"] == "error" and by_student["bob"]["score"] == 0
     assert by_student[FORMULA_ID]["score"] == 0
@@ -113,8 +115,69 @@ def test_grades_csv_has_the_roster_and_escapes_formulas(graded_course):
     table = {r[0]: r[1:] for r in rows[1:]}
     # no due date: no penalty, and no exchange to check; handed in when timestamp.txt says, in the course's zone (UTC)
     assert table["alice"] == ["10", "10", "0", "", "0", "2026-11-30 10:00:00 UTC", "10"]
-    assert table["dave"] == ["0", "0", "0", "", "0", "", "0"]  # dave is on the roster, submitted nothing
+    assert table["dave"] == ["0", "0", "0", "missing", "0", "", "0"]  # dave is on the roster, submitted nothing
     assert "'" + FORMULA_ID in table and FORMULA_ID not in table  # a spreadsheet shows it as text
+
+
+def test_who_needs_action_is_named_in_the_output_grades_csv_and_results_json(graded_course):
+    """Issue 23, item 7: a corrupt notebook (bob), a missing submission (dave), an unanswered one (the release
+    notebook) and copied hand answers (carol's fit alice's numbers) are each a flag, not the same silent 0."""
+    course, output = graded_course
+    said = " ".join(output.split())  # the console wraps long lines
+    out = course / "out"
+    assert f"needs action: full lists in {out / 'summary.html'} (Needs action) and {out / 'grades.csv'}" in said, said
+    for line in ("error (1): bob/rmsnorm", "missing (1): dave/rmsnorm", f"unanswered (1): {FORMULA_ID}/rmsnorm",
+                 "copied (1): carol/rmsnorm (fits alice's numbers)"):
+        assert line in said, (line, said)
+    assert "conflict (" not in said and "alice/rmsnorm" not in said.split("needs action:")[1].split("Grading")[0]
+    rows = list(csv.reader(io.StringIO((out / "grades.csv").read_text())))
+    flags = {r[0]: r[rows[0].index("rmsnorm_flags")] for r in rows[1:]}
+    assert flags == {"alice": "", "bob": "error", "carol": "copied", "dave": "missing", "erin": "",
+                     "'" + FORMULA_ID: "unanswered"}, flags
+    results = {r["student"]: r for r in json.loads((out / "results.json").read_text())}
+    assert {s: r["flags"] for s, r in results.items()} == {
+        "alice": [], "bob": ["error"], "carol": ["copied"], "dave": ["missing"], "erin": [], FORMULA_ID: ["unanswered"]}
+    assert (results["dave"]["score"], results["dave"]["max_score"], results["dave"]["left_out"]) == (0, 10, None)
+    # the unanswered flag is the hand-in's: the student's report says it, in Chinese
+    assert [f["kind"] for f in results[FORMULA_ID]["handin"]["flags"]] == ["unanswered"]
+    from autograder.recording.outputs import safe_name
+
+    report = (out / "reports" / safe_name(FORMULA_ID) / "rmsnorm.html").read_text()
+    assert "这份提交没有作答" in report
+    # the summary's full lists, and the same words as the table's flags
+    summary = (out / "summary.html").read_text()
+    lists = dict(re.findall(r'<p class="note names" data-action="(\w+)">(.*?)</p>', summary))
+    assert set(lists) == {"error", "missing", "unanswered", "copied"}, lists
+    assert "bob/rmsnorm" in lists["error"] and "dave/rmsnorm" in lists["missing"] and "carol/rmsnorm" in lists["copied"]
+    assert re.search(r'<tr data-flags="copied"><td data-v="carol">', summary)
+    assert re.search(r'<tr data-flags="unanswered"><td data-v="[^"]*HYPERLINK', summary)
+
+
+def test_unanswered_is_a_notebook_whose_code_and_answers_are_as_released(tmp_path):
+    from autograder.intake.discovery import FoundSubmission
+    from autograder.run import _notebook_facts
+
+    def facts(notebook: dict | Path, assignment: str = "rmsnorm"):
+        path = tmp_path / "nb.ipynb"
+        path.write_text(json.dumps(notebook)) if isinstance(notebook, dict) else shutil.copy(notebook, path)
+        return _notebook_facts(FoundSubmission("alice", assignment, path, tmp_path, "test"))
+
+    assert facts(release_notebook("rmsnorm")) == (None, True)
+    assert facts(release_notebook("gradient_flow"), "gradient_flow") == (None, True)  # with a written answer
+    assert facts(source_notebook("rmsnorm")) == (None, False)
+    assert facts(source_notebook("rope")) == ("rope", False)  # another assignment's notebook: that flag instead
+    released = json.loads(release_notebook("rmsnorm").read_text())
+    answer = {"cell_type": "code", "metadata": {}, "source": "def rms_norm(x, gamma, eps): return x", "outputs": [],
+              "execution_count": None}
+    assert facts({**released, "cells": released["cells"] + [answer]}) == (None, False)  # an answer in a new cell
+    solution = [c for c in released["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    assert facts({**released, "cells": [c for c in released["cells"] if c not in solution]}) == (None, True)
+    written = json.loads(release_notebook("gradient_flow").read_text())
+    for cell in written["cells"]:
+        if cell["cell_type"] == "markdown" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            cell["source"] = "梯度在 Pre-Norm 中更稳定"
+    assert facts(written, "gradient_flow") == (None, False)  # only a written answer
+    assert facts({"cells": []}) == (None, False) and facts({"nbformat": 4, "cells": "x"}) == (None, False)
 
 
 def test_gradebook_export_shows_the_same_scores(graded_course):

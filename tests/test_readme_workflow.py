@@ -106,17 +106,27 @@ def test_the_shared_server_workflow_as_the_readme_writes_it(tmp_path):
 
     grading = course / "grading"
     results = {r["student"]: r for r in json.loads((grading / "results.json").read_text())}
-    assert results["alice"]["score"] == 10 and results["bob"]["score"] == 0 and set(results) == {"alice", "bob"}
+    # the README's due date is long past: both are late, and the policy the first run was given costs 2 points
+    assert results["alice"]["raw_score"] == 10 and results["alice"]["late_penalty"] == 2, results["alice"]
+    assert results["alice"]["score"] == 8 and results["bob"]["score"] == 0
+    assert results["alice"]["handin"]["policy"] == "2 points off if late"
+    assert results["alice"]["handin"]["extension_seconds"] == 2 * 86400  # the extension, seen by the last run
+    assert set(results) == {"alice", "bob", "carol"} and results["carol"]["status"] == "missing"
     table = {r["student"]: r for r in csv.DictReader(io.StringIO((grading / "grades.csv").read_text()))}
     assert sorted(table) == ["alice", "bob", "carol"]  # the roster
     exported = {r["student_id"]: r for r in csv.DictReader(open(course / "grades.csv"))}  # nbgrader export
-    assert float(exported["alice"]["score"]) == 10
+    assert float(exported["alice"]["raw_score"]) == 10 and float(exported["alice"]["score"]) == 8
     dry = next(v for k, v in outputs.items() if "--dry-run" in k)[0]
     assert "dry run (nbgrader layout): 2 submission(s) would be graded" in dry
     assert len(list((exchange / "gpt2-to-modern" / "feedback").glob("*.html"))) == 2  # release_feedback
-    regraded = [v for k, v in outputs.items() if k.startswith("autograde grade") and "--dry-run" not in k][0]
-    assert len(regraded) == 2 and "graded 0 submission(s); 2 unchanged" in regraded[1]  # after the extension
-    assert json.loads((grading / "settings.json").read_text())["late_policy"]["method"] == "none"
+    grades = [k for k in outputs if k.startswith("autograde grade") and "--dry-run" not in k]
+    assert len(grades) == 2 and "--late-policy" in grades[0] and "--late" not in grades[1], grades
+    assert "extension rmsnorm alice" in " ".join(commands[commands.index(grades[0]):commands.index(grades[1])])
+    # after the extension, a plain grade (exit 0: `run` checks it) reuses the stored policy and regrades nothing
+    regraded = outputs[grades[1]][-1]
+    assert "graded 0 submission(s); 2 unchanged" in regraded and "settings changed" not in regraded, regraded
+    assert json.loads((grading / "settings.json").read_text())["late_policy"] == \
+        {"method": "fixed", "points": 2, "percent": 0, "cap_percent": None}
 
 
 def test_the_lms_workflow_as_the_readme_writes_it(tmp_path):

@@ -120,15 +120,23 @@ class ResultStore:
 
 
 def write_results_json(results: list[SubmissionResult], path: Path,
-                       left_out: dict[tuple[str, str], str] | None = None) -> None:
-    """The list the LMS import reads: per submission, its score and every check, and why grades.csv leaves it out
-    (`left_out`: not on the roster, an unmapped LMS id, no longer found; null when it counts)."""
+                       left_out: dict[tuple[str, str], str] | None = None,
+                       flags: dict[tuple[str, str], list[str]] | None = None,
+                       absent: dict[tuple[str, str], float] | None = None) -> None:
+    """The list the LMS import reads: per submission, its score and every check, why grades.csv leaves it out
+    (`left_out`: not on the roster, an unmapped LMS id; null when it counts) and its flags (`flags`: the hand-in's
+    and what needs action, autograder.recording.class_record; default: the hand-in's). `absent`: (student,
+    assignment) -> maximum of the submissions that have no result but a flag (a roster student's missing one, a
+    conflict): a row each, with score 0 and the status `missing` or `conflict`."""
+    flags = flags or {}
     rows = []
     for r in results:
-        rows.append({"left_out": (left_out or {}).get((r.student_id, r.assignment_id)),
+        key = (r.student_id, r.assignment_id)
+        rows.append({"left_out": (left_out or {}).get(key),
             "student": r.student_id, "assignment": r.assignment_id, "score": r.final_score,
             "raw_score": r.score, "late_penalty": r.penalty, "max_score": r.max_score, "status": r.status, "message": r.message, "tier": r.tier, "grader_version": r.grader_version,
             "pending_points": r.pending_points,
+            "flags": flags.get(key, list(dict.fromkeys(f.kind for f in r.flags))),
             "parts": [{"grade_id": p.grade_id, "score": p.score, "max_score": p.max_score, "by_hand": p.by_hand,
                        "pending": p.pending, "manual_score": p.manual_score, "comment": p.comment} for p in r.parts],
             "checks": [{"name": c.name, "grade_id": c.grade_id, "passed": c.passed, "points": c.points,
@@ -136,6 +144,13 @@ def write_results_json(results: list[SubmissionResult], path: Path,
                        for p in r.parts for c in p.checks],
             "handin": _handin_json(r),
         })
+    for (student, assignment), max_score in sorted((absent or {}).items()):
+        kinds = flags.get((student, assignment), [])
+        rows.append({"left_out": None, "student": student, "assignment": assignment, "score": 0.0, "raw_score": 0.0,
+                     "late_penalty": 0.0, "max_score": max_score, "status": kinds[0] if kinds else "missing",
+                     "message": "", "tier": "", "grader_version": "", "pending_points": 0.0, "flags": kinds,
+                     "parts": [], "checks": [], "handin": None})
+    rows.sort(key=lambda row: (row["student"], row["assignment"]))
     atomic_write(path, json.dumps(rows, ensure_ascii=False, indent=1))
 
 
@@ -181,12 +196,13 @@ CSV_COLUMNS = ("", "_raw", "_penalty", "_flags", "_pending", "_submitted")  # pe
 
 
 def write_grades_csv(results: list[SubmissionResult], roster: list[str], assignment_ids: list[str],
-                     path: Path) -> None:
+                     path: Path, flags: dict[tuple[str, str], list[str]] | None = None) -> None:
     """One row per student (roster first, then anyone else who submitted), zero where nothing was submitted.
 
-    Per assignment: the final score (after the late penalty), the raw score, the penalty, and the hand-in
-    flags (kinds, `;`-separated: identity, time, unverified), and the points still pending (written answers the
-    instructor has not graded, "待批改"); the total is of the final scores.
+    Per assignment: the final score (after the late penalty), the raw score, the penalty, the flags (kinds,
+    `;`-separated: the hand-in's, e.g. identity, time, unverified, and what needs action: error, missing,
+    unanswered, conflict, copied; `flags`, default: the hand-in's), and the points still pending (written answers
+    the instructor has not graded, "待批改"); the total is of the final scores.
     """
     by_key = {(r.student_id, r.assignment_id): r for r in results}
     students = list(dict.fromkeys(list(roster) + sorted({r.student_id for r in results})))
@@ -199,8 +215,8 @@ def write_grades_csv(results: list[SubmissionResult], roster: list[str], assignm
                 r = by_key.get((student, a))
                 final = r.final_score if r else 0.0
                 total += final
-                row += [_num(final), _num(r.score if r else 0.0), _num(r.penalty if r else 0.0),
-                        ";".join(dict.fromkeys(f.kind for f in r.flags)) if r else "",
+                kinds = (flags or {}).get((student, a), list(dict.fromkeys(f.kind for f in r.flags)) if r else [])
+                row += [_num(final), _num(r.score if r else 0.0), _num(r.penalty if r else 0.0), ";".join(kinds),
                         _num(r.pending_points if r else 0.0), spreadsheet_safe(_submitted(r))]
             writer.writerow([spreadsheet_safe(student), *row, _num(total)])
         buf.seek(0)

@@ -84,7 +84,7 @@ def bounded_cells(runs: list[CellRun]) -> tuple[list[CellRun], int]:
 class Flag:
     """Something about how a submission was handed in that the instructor should look at (grading still ran)."""
 
-    kind: str  # FLAG_IDENTITY, FLAG_TIME, FLAG_UNVERIFIED, FLAG_UNMAPPED or FLAG_WRONG_ASSIGNMENT
+    kind: str  # FLAG_IDENTITY, FLAG_TIME, FLAG_UNVERIFIED, FLAG_ID, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, ...
     message: str  # for the instructor (English)
     message_zh: str  # for the student's report (Chinese)
 
@@ -96,6 +96,7 @@ FLAG_ID = "id"  # the student id found for it was not printable UTF-8: graded un
 FLAG_UNMAPPED = "unmapped"  # an LMS id not mapped to nbgrader's roster: graded under the LMS id, kept out of grades.csv
 FLAG_WRONG_ASSIGNMENT = "wrong_assignment"  # the notebook's grade cells are another assignment's
 FLAG_FEEDBACK_WITHHELD = "feedback_withheld"  # identity-flagged: its report is not put into nbgrader's feedback/
+FLAG_UNANSWERED = "unanswered"  # no code added or changed, written answers as released: the student answered nothing
 
 
 @dataclass

@@ -22,6 +22,7 @@ from autograder import __version__
 from autograder.assignments import has_hand
 from autograder.checks import DIAGNOSIS_RAISED
 from autograder.checks.diagnosis import heading
+from autograder.recording.class_record import NOT_ON_ROSTER
 from autograder.recording.results import STATUS_ERROR, SubmissionResult
 from autograder.running.sandbox.tiers import PROTECTS
 from autograder.reporting.copied_answers import BorrowedAnswers, find_borrowed_hand_answers
@@ -103,7 +104,7 @@ class CheckStat:
 
 
 def _assignment_summary(aid: str, results: list[SubmissionResult], roster: list[str] | None,
-                        borrowed: list[BorrowedAnswers]) -> dict:
+                        borrowed: list[BorrowedAnswers], left_out: list = ()) -> dict:
     info = assignment_info(aid)
     scores = [r.final_score for r in results]
     max_score = max((r.max_score for r in results), default=0.0)
@@ -153,7 +154,8 @@ def _assignment_summary(aid: str, results: list[SubmissionResult], roster: list[
         "id": aid, "title": info.title, "count": len(results), "missing": missing,
         "handins": handins, "late": sum(bool(r.handin and r.handin.seconds_late > 0) for r in results),
         "handin_flags": sum(bool(r.flags) for r in results),
-        "not_on_roster": sorted(submitted - set(roster)) if roster is not None else [],
+        "not_on_roster": sorted({x.result.student_id for x in left_out if x.reason == NOT_ON_ROSTER}
+                                | (submitted - set(roster) if roster else set())),
         "errors": sum(r.status == STATUS_ERROR for r in results),
         "mean": fmt_points(statistics.mean(scores)) if scores else "—",
         "median": fmt_points(statistics.median(scores)) if scores else "—",
@@ -205,12 +207,14 @@ def check_bugs(results: list[SubmissionResult]) -> list[CheckBug]:
 # score achieved, "out of" the assignment's maximum (autograder.run.RunSummary.print).
 
 def _student_rows(results: list[SubmissionResult], roster: list[str] | None, assignment_ids: list[str],
-                  left_out: list, borrowed: list[BorrowedAnswers]) -> list[dict]:
+                  left_out: list, borrowed: list[BorrowedAnswers], actions: list = ()) -> list[dict]:
     """One row per student (the roster, then anyone else with a result): scores per assignment with the report's
-    link, the total of what grades.csv counts, and the flags."""
+    link, the total of what grades.csv counts, and the flags (grades.csv's words: error, missing, unanswered,
+    conflict, copied and the hand-in's)."""
     counted = {(r.student_id, r.assignment_id): r for r in results}
     left = {(x.result.student_id, x.result.assignment_id): x for x in left_out}
     copied = {(b.student_id, b.assignment_id) for b in borrowed if not b.weak}
+    conflicted = {(x.student_id, x.assignment_id) for x in actions if x.kind == "conflict"}
     students = list(dict.fromkeys(list(roster or ()) + sorted({k[0] for k in counted} | {k[0] for k in left})))
     rows = []
     for student in students:
@@ -218,9 +222,11 @@ def _student_rows(results: list[SubmissionResult], roster: list[str] | None, ass
         for a in assignment_ids:
             r, x = counted.get((student, a)), left.get((student, a))
             shown = r or (x.result if x else None)
+            if (student, a) in conflicted:
+                flags.add("conflict")
             if shown is None:
                 cells.append(None)
-                if roster and student in roster:
+                if roster and student in roster and (student, a) not in conflicted:
                     flags.add("missing")
                 continue
             if r is not None:
@@ -233,7 +239,7 @@ def _student_rows(results: list[SubmissionResult], roster: list[str] | None, ass
             if shown.handin and shown.handin.seconds_late > 0:
                 flags.add("late")
             if (student, a) in copied:
-                flags.add("borrowed")
+                flags.add("copied")
             cells.append({"score": fmt_points(shown.final_score), "value": shown.final_score,
                           "href": report_href(student, a), "counted": r is not None})
         rows.append({"student": student, "cells": cells, "total": fmt_points(total), "total_value": total,
@@ -282,23 +288,25 @@ TABLE_SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(TABLE_SCRIPT.enc
 
 
 def render_summary(results: list[SubmissionResult], roster: list[str] | None = None, left_out: list | None = None,
-                   conflicts: list | None = None) -> str:
+                   conflicts: list | None = None, actions: list | None = None) -> str:
     """The class summary for the instructor (English): per assignment statistics, plots, checks, flags; a table of
     every student (scores per assignment linking each report, flags), and what grades.csv leaves out and why.
 
     `results`: what grades.csv counts; `left_out`: autograder.recording.class_record.LeftOut records (a result and the
-    reason); `conflicts`: (student, assignment, reason) not graded."""
-    left_out, conflicts = list(left_out or ()), list(conflicts or ())
+    reason); `conflicts`: (student, assignment, reason) not graded; `actions`: autograder.recording.class_record.Action
+    records (what needs the instructor's action: the "Needs action" lists, each student's flags)."""
+    left_out, conflicts, actions = list(left_out or ()), list(conflicts or ()), list(actions or ())
     by_assignment: dict[str, list[SubmissionResult]] = {}
     for r in results:
         by_assignment.setdefault(r.assignment_id, []).append(r)
     borrowed = find_borrowed_hand_answers(results, roster)
     assignments = [
-        _assignment_summary(aid, by_assignment[aid], roster, [b for b in borrowed if b.assignment_id == aid])
+        _assignment_summary(aid, by_assignment[aid], roster, [b for b in borrowed if b.assignment_id == aid],
+                            [x for x in left_out if x.result.assignment_id == aid])
         for aid in sorted(by_assignment, key=assignment_order)
     ]
     column_ids = sorted(set(by_assignment) | {x.result.assignment_id for x in left_out}, key=assignment_order)
-    students = _student_rows(results, roster, column_ids, left_out, borrowed)
+    students = _student_rows(results, roster, column_ids, left_out, borrowed, actions)
     flag_kinds = sorted({f for row in students for f in row["flags"]})
     tiers = sorted({r.tier for r in results if r.tier})
     versions = sorted({r.grader_version for r in results if r.grader_version})
@@ -314,4 +322,26 @@ def render_summary(results: list[SubmissionResult], roster: list[str] | None = N
                                                                                   x.result.assignment_id)}
                   for x in left_out],
         conflicts=[{"student": c[0], "assignment": c[1], "reason": c[2]} for c in conflicts],
+        actions=_action_lists(actions),
     )
+
+
+ACTION_TITLES = {"error": "could not be graded (the report says why)", "missing": "no submission (roster students)",
+                 "unanswered": "nothing answered (code and written answers as released)",
+                 "conflict": "two notebooks for one student and assignment: neither graded",
+                 "copied": "hand answers that fit another student's numbers"}
+
+
+def _action_lists(actions: list) -> list[dict]:
+    """The "Needs action" lists, one per kind (in ACTION_KINDS' order), every entry."""
+    from autograder.recording.class_record import ACTION_KINDS
+
+    lists = []
+    for kind in ACTION_KINDS:
+        these = [x for x in actions if x.kind == kind]
+        if these:
+            lists.append({"kind": kind, "title": ACTION_TITLES.get(kind, kind),
+                          "entries": [{"student": x.student_id, "assignment": x.assignment_id, "detail": x.detail,
+                                       "href": report_href(x.student_id, x.assignment_id)
+                                       if kind not in ("missing", "conflict") else None} for x in these]})
+    return lists

@@ -16,8 +16,8 @@ from autograder import __version__, assignments
 from autograder.assignments import has_hand
 from autograder.checks.diagnosis import explain, heading
 from autograder.recording.results import (
-    FLAG_IDENTITY, FLAG_TIME, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, STATUS_ERROR, CheckResult, PartResult,
-    SubmissionResult,
+    FLAG_IDENTITY, FLAG_TIME, FLAG_UNANSWERED, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, STATUS_ERROR, CheckResult,
+    PartResult, SubmissionResult,
 )
 from solutions.student_params import student_params
 from autograder.reporting.copied_answers import _right_answers
@@ -143,7 +143,7 @@ def _handin_view(result: SubmissionResult) -> dict | None:
     if h is None:
         return None
     flags = [f.message_zh for f in h.flags if f.kind in (FLAG_IDENTITY, FLAG_TIME, FLAG_UNMAPPED,
-                                                          FLAG_WRONG_ASSIGNMENT)]
+                                                          FLAG_WRONG_ASSIGNMENT, FLAG_UNANSWERED)]
     if not (h.due or h.penalty or flags or h.lms_late):
         return None
     shown = display_of(h.timezone, h.timestamp_format).format_stored  # the course's zone, named
