@@ -51,9 +51,7 @@ VARIANTS = catalogue(
     Variant("repeat_wrong_dim", "你的结果与「在序列维（第 1 维）而不是 KV 头维（第 2 维）上重复」一致：输入是 "
                                 "[B, S, num_kv_heads, head_dim]，要在第 2 维上把每个 KV 头连续重复 n_rep 次",
             title="在序列维上重复"),
-    Variant("always_causal", "你的结果与「不管传入什么 mask，都加因果掩码」一致：forward 只应使用传入的 mask 参数，"
-                             "mask=None 时不加任何掩码，不要在 forward 里自己构造因果掩码",
-            title="总是加因果掩码"),
+    *family("always_causal"),  # shared with llama_block
 )
 
 MODULE_VARIANTS = ("mod_mapping", "no_scale", "scale_d_model", "mask_ignored", "mask_multiplied", "always_causal",

@@ -24,7 +24,7 @@ from autograder.checks import (
     expect_ints, expect_module_matches, expect_parameters, expect_weights_loaded, is_float_tensor, randint,
     random_weights, reference_with, run_reference, same_values,
 )
-from autograder.checks.diagnosis import PRECISION, Variant, catalogue
+from autograder.checks.diagnosis import PRECISION, Variant, catalogue, family
 from autograder.checks.probes import describe_value
 from solutions import swiglu as ref
 
@@ -53,9 +53,7 @@ VARIANTS = catalogue(
                               "NaN。用 torch.sigmoid(a)（或 a / (1 + e^(−a))），它对很大和很小的 a 都稳定",
             title="e^a 溢出"),
     # --- the module's structure ---
-    Variant("gate_up_swapped", "swish 用在了 W_up 这一路上，门控通道和信息通道弄反了：应该是 W_down(swish(W_gate x) * W_up x)，"
-                               "swish 只作用在 W_gate x 上",
-            title="门控和信息通道弄反了"),
+    *family("gate_up_swapped"),  # shared with llama_block (an FFN written out inside the block)
     Variant("activation_after_product", "swish 用在了两路相乘之后（swish(W_gate x * W_up x)）：swish 只作用在 W_gate x 上，"
                                         "再与 W_up x 逐元素相乘，最后过 W_down",
             title="swish 用在了相乘之后"),

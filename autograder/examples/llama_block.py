@@ -2,13 +2,17 @@ from autograder.examples import alternative, mistake, precision, with_precision_
 
 HAND = {"test_hand_q_norm", "test_hand_k_norm_max", "test_hand_logit_bound"}
 # the attention checks with more than one token (every attention slip shows there)
-ATTENTION = {"test_attention_causal_float64", "test_attention_qk_norm_random_mask_float64",
-             "test_attention_heads_equal_seq_len_float32"}
-BLOCK = {"test_block_causal_float64", "test_block_qk_norm_random_mask_float64", "test_block_float32"}
-MASKED = {"test_attention_causal_float64", "test_attention_qk_norm_random_mask_float64", "test_block_causal_float64",
-          "test_block_qk_norm_random_mask_float64"}
-QK_NORM = {"test_attention_qk_norm_random_mask_float64", "test_block_qk_norm_random_mask_float64", "test_block_float32"}
-BLOCK_ONLY = {"test_block_causal_float64", "test_block_qk_norm_random_mask_float64", "test_block_float32"}
+# the float64 module checks with a mask: the causal one, and one varying QK-Norm, theta, the mask each
+ATTENTION_MASKED = {"test_attention_causal_float64", "test_attention_qk_norm_float64", "test_attention_theta_float64",
+                    "test_attention_random_mask_float64"}
+BLOCK_MASKED = {"test_block_causal_float64", "test_block_qk_norm_float64", "test_block_theta_float64",
+                "test_block_random_mask_float64"}
+ATTENTION = ATTENTION_MASKED | {"test_attention_heads_equal_seq_len_float32"}
+BLOCK = BLOCK_MASKED | {"test_block_float32"}
+MASKED = ATTENTION_MASKED | BLOCK_MASKED
+QK_NORM = {"test_attention_qk_norm_float64", "test_block_qk_norm_float64", "test_block_float32"}
+THETA = {"test_attention_theta_float64", "test_block_theta_float64"}
+BLOCK_ONLY = BLOCK
 
 ROPE_REF = "        q, k = apply_rotary_emb(q, cos, sin), apply_rotary_emb(k, cos, sin)\n"
 SCORES_REF = "        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)\n"
@@ -51,7 +55,7 @@ MISTAKES = [
     mistake("block_mask_not_passed", "the block calls the attention without the mask",
             [(BLOCK_REF, "        h = x + self.attn(self.norm_attn(x))\n"
                          "        return h + self.ffn(self.norm_ffn(h))\n")],
-            {"test_block_causal_float64", "test_block_qk_norm_random_mask_float64"}, diagnosis="mask_ignored"),
+            BLOCK_MASKED, diagnosis="mask_ignored"),
     mistake("attn_renamed", "the attention sub-module named `attention` instead of the pinned `attn`",
             [("        self.attn = LlamaAttention(", "        self.attention = LlamaAttention("),
              (BLOCK_REF, "        h = x + self.attention(self.norm_attn(x), mask)\n"
@@ -182,17 +186,15 @@ MISTAKES = [
 ]
 
 # a mistake that fails a part's float64 check fails its precision check too
-PRECISION_OF = {"test_attention_causal_float64": "test_attention_float64_precision",
-                "test_attention_qk_norm_random_mask_float64": "test_attention_float64_precision",
-                "test_block_causal_float64": "test_block_float64_precision",
-                "test_block_qk_norm_random_mask_float64": "test_block_float64_precision"}
+PRECISION_OF = {**{c: "test_attention_float64_precision" for c in ATTENTION_MASKED},
+                **{c: "test_block_float64_precision" for c in BLOCK_MASKED}}
 MISTAKES = with_precision_checks(MISTAKES, PRECISION_OF)
 # wrong only where theta is not the default, which the precision checks (default theta) never pass: it keeps them
 MISTAKES.append(mistake(
     "rope_theta_not_passed", "LlamaAttention builds its RoPE table without self.theta (always 10000; uncatalogued)",
     [("        cos, sin = precompute_rope_freqs(self.d_head, S, self.theta, dtype=x.dtype)\n",
       "        cos, sin = precompute_rope_freqs(self.d_head, S, dtype=x.dtype)\n")],
-    {"test_attention_qk_norm_random_mask_float64", "test_block_qk_norm_random_mask_float64"},
+    THETA,
 ))
 
 # --- correct work in other styles: full marks, no diagnosis -------------------------------------------
