@@ -325,6 +325,14 @@ def _module_hint(student, x, state, d_model: int, d_ff: int, tol):
             if others.any():
                 return ("FFN 应该对每个 token 独立计算，你的不是：只改变一个位置的输入，其他位置的输出也变了"
                         "（是否在 batch 或序列维上做了运算，或 reshape 错了？）")
+        # everything goes through W_down: with W_down zero the output is zero (not x: a residual added inside)
+        silenced = _forward(student, d_model, d_ff, dict(state, **{"W_down.weight": torch.zeros_like(w_down)}), x)
+        if silenced is not None and not _within(silenced, torch.zeros_like(x), tol).all():
+            if _within(silenced, x, tol).all():
+                return ("把 W_down 的权重置零时，你的输出恰好是输入 x（应该全为 0）：FFN 里加了残差。FFN 只返回 "
+                        "W_down(swish(W_gate x) * W_up x)，残差由 block 在外面加")
+            return ("把 W_down 的权重置零时，你的输出不全为 0：输出里有不经过 W_down 的部分，"
+                    "而 FFN 的输出应该是 W_down(swish(W_gate x) * W_up x)")
         # the information branch is linear: W_up times -2 gives the output times -2
         scaled = _forward(student, d_model, d_ff, dict(state, **{"W_up.weight": -2 * w_up}), x)
         if scaled is not None and not _within(scaled, -2 * outputs, tol).all():
