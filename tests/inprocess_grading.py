@@ -123,8 +123,9 @@ def judge(kind: str, example, outcomes) -> tuple[bool, str]:
                f"(expected {example.diagnosis or 'nothing'})"
 
 
-def grade_examples(assignment_ids=None) -> list[Verdict]:
-    """Every example of the assignments, graded in this process with one pytest session of their checks."""
+def grade_examples(assignment_ids=None, names=None) -> list[Verdict]:
+    """Every example of the assignments (or only those whose name is in `names`, "reference" for the reference),
+    graded in this process with one pytest session of their checks."""
     import nbformat
 
     from autograder.assignments import assignment_ids as course_assignments, load_assignment
@@ -139,7 +140,8 @@ def grade_examples(assignment_ids=None) -> list[Verdict]:
     assignments = {a: load_assignment(a) for a in assignment_ids}
     limits = Limits()
     verdicts: list[Verdict] = []
-    jobs = [(a, kind, example) for a in assignment_ids for kind, example in examples(a)]
+    jobs = [(a, kind, example) for a in assignment_ids for kind, example in examples(a)
+            if names is None or (example.name if example else "reference") in names]
 
     def grade_job(job, run_checks):
         import tempfile

@@ -76,6 +76,13 @@ FAMILIES = {v.name: v for v in (
     Variant("q_heads_for_kv", "结果与「K/V 的头数用了 num_q_heads（那是 MHA）」一致：GQA 只有 num_kv_heads 个 K/V 头，"
                               "每 num_q_heads // num_kv_heads 个 Q 头共享一个；KV Cache 按 num_kv_heads 个头算，W_k、W_v 的输出维"
                               "是 num_kv_heads * d_head", title="KV 头数用了 Q 的头数"),
+    Variant("always_causal", "你的结果与「不管传入什么 mask，都加因果掩码」一致：forward 只应使用传入的 mask 参数，"
+                             "mask=None 时不加任何掩码，不要在 forward 里自己构造因果掩码",
+            title="总是加因果掩码"),
+    # the SwiGLU FFN (swiglu, and an FFN written out inside llama_block's block)
+    Variant("gate_up_swapped", "swish 用在了 W_up 这一路上，门控通道和信息通道弄反了：应该是 W_down(swish(W_gate x) * W_up x)，"
+                               "swish 只作用在 W_gate x 上",
+            title="门控和信息通道弄反了"),
     # GQA's pairing of query heads with KV heads (gqa_saving, llama_block; MLA has no KV heads to pair)
     Variant("mod_mapping",
             "你的结果与「第 h 个 Q 头用第 h % num_kv_heads 个 KV 头」的配对一致（本章 §7.1 的代码把新维度插在 KV 头维"
@@ -103,8 +110,10 @@ FAMILIES = {v.name: v for v in (
 )}
 
 
-# what GQA's and MLA's catalogues share: every family above but GQA's pairing
-ATTENTION_AND_BYTE_SLIPS = tuple(name for name in FAMILIES if name != "mod_mapping")
+# what GQA's and MLA's catalogues share: every family above but GQA's pairing, the causal mask of gqa_saving and
+# llama_block, and the FFN's swapped branches (swiglu, llama_block)
+ATTENTION_AND_BYTE_SLIPS = tuple(name for name in FAMILIES if name not in ("mod_mapping", "always_causal",
+                                                                           "gate_up_swapped"))
 
 
 def family(*names: str) -> list[Variant]:

@@ -51,9 +51,7 @@ VARIANTS = catalogue(
     Variant("repeat_wrong_dim", "你的结果与「在序列维（第 1 维）而不是 KV 头维（第 2 维）上重复」一致：输入是 "
                                 "[B, S, num_kv_heads, head_dim]，要在第 2 维上把每个 KV 头连续重复 n_rep 次",
             title="在序列维上重复"),
-    Variant("always_causal", "你的结果与「不管传入什么 mask，都加因果掩码」一致：forward 只应使用传入的 mask 参数，"
-                             "mask=None 时不加任何掩码，不要在 forward 里自己构造因果掩码",
-            title="总是加因果掩码"),
+    *family("always_causal"),  # shared with llama_block
 )
 
 MODULE_VARIANTS = ("mod_mapping", "no_scale", "scale_d_model", "mask_ignored", "mask_multiplied", "always_causal",
@@ -339,11 +337,45 @@ def single_token_localisation(actual: torch.Tensor, expected: torch.Tensor, d_he
     return SINGLE_TOKEN_HINT
 
 
+PROJECTIONS = ("W_q", "W_k", "W_v", "W_o")
+
+
+def unused_projections(student, config, weights, x, mask, dtype, rng, actual, tol) -> list[str]:
+    """The projections whose weights the student's output does not depend on where the reference's does: each
+    replaced by another draw (one probe each), the student's output unchanged and the reference's changed."""
+    unused = []
+    args = (x,) if mask is None else (x, mask)
+    for name in PROJECTIONS:
+        key = name + ".weight"
+        other = dict(weights, **{key: torch.randn(weights[key].shape, generator=rng, dtype=torch.float64)
+                                 .mul(weights[key].double().std()).to(dtype)})
+        with torch.no_grad():
+            moved = reference_with(ref.GroupedQueryAttention(*config), other, dtype)(*args)
+            before = reference_with(ref.GroupedQueryAttention(*config), weights, dtype)(*args)
+        if same_values(moved, before, tol):
+            continue  # the right answer does not depend on it here either: nothing to say
+        run = attempt(student.module, "GroupedQueryAttention", config, state_dict=other, dtype=dtype,
+                      method="forward", args=args)
+        if run is not None and isinstance(run.outputs, torch.Tensor) and run.outputs.shape == actual.shape \
+                and bool(torch.equal(run.outputs, actual)):
+            unused.append(name)
+    return unused
+
+
+def unused_projections_text(unused: list[str]) -> str:
+    names = "、".join(unused)
+    return (f"把 {names} 的权重换成别的值，你的输出完全不变（参考实现的输出会变）：forward 没有用到 {names}"
+            "（q、k、v 分别是 W_q(x)、W_k(x)、W_v(x)，合并头之后再乘 W_o）")
+
+
 def module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng, actual, expected, tol):
-    """What the outputs (and one extra probe) say about where the forward goes wrong."""
+    """What the outputs (and a few extra probes) say about where the forward goes wrong."""
     if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape or actual.dtype != expected.dtype \
             or not torch.isfinite(actual).all():
         return None  # expect_close has said what is wrong
+    unused = unused_projections(student, config, weights, x, mask, dtype, rng, actual, tol)
+    if unused:
+        return unused_projections_text(unused)
     B, S, _ = x.shape
     if S == 1:
         return single_token_localisation(actual, expected, config[0] // config[1], tol)

@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import (
-    F32_ATTN, F64, ParamKeys, Tol, causal_mask, check, expect_close, expect_float64_precision,
-    expect_module_matches, expect_number, expect_parameters, expect_weights_loaded, forward_args, random_mask,
-    random_weights, reference_with, run_reference,
+    F32_ATTN, F64, ParamKeys, Tol, at_rounding_level, attempt, causal_mask, check, expect_close,
+    expect_float64_precision, expect_module_matches, expect_number, expect_parameters, expect_weights_loaded,
+    forward_args, is_float_tensor, random_mask, random_weights, reference_with, run_reference, weights_loaded,
 )
 from autograder.checks.diagnosis import PRECISION, Variant, catalogue, family
 from solutions import llama_block as ref
@@ -37,6 +37,8 @@ VARIANTS = catalogue(
     PRECISION,  # float64 inputs with float32 internals: only the parts' precision checks are lost
     *family(*ATTENTION_FAMILIES),
     *family("mod_mapping"),  # the chapter's h % num_kv_heads pairing, a convention: shared with gqa_saving
+    *family("always_causal"),  # a causal mask made in forward in place of the given one: shared with gqa_saving
+    *family("gate_up_swapped"),  # an FFN written out inside the block with its branches swapped: shared with swiglu
     # the hand part
     Variant("qk_length_one", "你的答案与「QK-Norm 之后 q、k 的长度 ≈ 1」一致（本章 §8 就是这么说的，但它错了）：RMSNorm 让的是"
                              "均方根 sqrt(mean(x²)) 等于 1，d_head 维向量的长度（L2 范数）因此是 sqrt(d_head)·（γ 的尺度）",
@@ -66,6 +68,9 @@ VARIANTS = catalogue(
             title="RoPE 没有起作用"),
     Variant("rope_before_qk_norm", "你的结果与「先 RoPE、后 QK-Norm」一致：约定是拆头之后先做 QK-Norm，再对 q、k 施加 RoPE"
                                    "（γ 不全相等时两种顺序结果不同）", title="RoPE 放在了 QK-Norm 之前"),
+    Variant("shared_qk_norm", "你的结果与「q 和 k 用了同一个 RMSNorm」一致（例如 k 也经过了 q_norm，或 k_norm 与 q_norm 是"
+                              "同一个模块）：QK-Norm 是两个各自的 RMSNorm(d_head)，q 经过 q_norm（γ_q），k 经过 k_norm（γ_k），"
+                              "两个 γ 各自学习", title="q、k 共用了一个 QK-Norm"),
     Variant("qk_norm_over_d_model", "你的 q_norm / k_norm 是按整个 d_model（拆头之前）建的：QK-Norm 是对每个头各自做 RMSNorm，"
                                     "沿 d_head 归一化，q_norm、k_norm 是 RMSNorm(d_head)，gamma 的形状是 [d_head]",
             title="QK-Norm 沿 d_model 而不是 d_head"),
@@ -82,6 +87,8 @@ VARIANTS = catalogue(
                                     "out = h + ffn(norm_ffn(h))", title="FFN 子层丢了残差"),
     Variant("norm_ffn_for_attention", "你的结果与「注意力前面也用了 norm_ffn」一致：两个子层各有自己的 RMSNorm，"
                                       "注意力前是 norm_attn，FFN 前是 norm_ffn", title="注意力前用了 norm_ffn"),
+    Variant("norm_attn_for_ffn", "你的结果与「FFN 前面也用了 norm_attn」一致（out = h + ffn(norm_attn(h))）：两个子层各有自己的 "
+                                 "RMSNorm，注意力前是 norm_attn，FFN 前是 norm_ffn", title="FFN 前用了 norm_attn"),
     # permute_for_rotate_half
     Variant("inverse_permutation", "你的结果是约定的重排的逆：新的第 j 行（j < d_head // 2）应该是原来的第 2j 行、新的第 "
                                    "d_head // 2 + j 行是原来的第 2j + 1 行（view(n_heads, d_head // 2, 2, cols) 再 transpose(1, 2)），"
@@ -90,10 +97,14 @@ VARIANTS = catalogue(
                                     "[n_heads, d_head // 2, 2, cols]），行不能跨头移动", title="重排跨了头"),
 )
 
-ATTENTION_SLIPS = ("mod_mapping", *[n for n in ATTENTION_FAMILIES if n != "linear_bias"],
-                   "rotate_half_unpermuted", "rope_k_missing", "rope_on_v", "no_rope", "rope_before_qk_norm")
+# the slips of the functional re-implementation; two ways of one mistake share its name (SLIP_NAMES)
+ATTENTION_SLIPS = ("mod_mapping", *[n for n in ATTENTION_FAMILIES if n != "linear_bias"], "always_causal",
+                   "rotate_half_unpermuted", "rope_k_missing", "rope_on_v", "no_rope", "rope_before_qk_norm",
+                   "k_normed_by_q_norm", "q_normed_by_k_norm")
 BLOCK_SLIPS = ATTENTION_SLIPS + ("post_norm_order", "attn_residual_dropped", "ffn_residual_dropped",
-                                 "norm_ffn_for_attention")
+                                 "norm_ffn_for_attention", "norm_attn_for_ffn", "gate_up_swapped")
+# k through q_norm, or one module under both names (the weights loaded last, k_norm's, hold for both)
+SLIP_NAMES = {"k_normed_by_q_norm": "shared_qk_norm", "q_normed_by_k_norm": "shared_qk_norm"}
 
 
 # --- the variants, grader side only, float64 ------------------------------------------------------
@@ -113,6 +124,10 @@ def _rope(x, cos, sin, slip):
     return torch.stack((even * cos - odd * sin, odd * cos + even * sin), -1).flatten(-2)
 
 
+def ref_causal_mask(S: int):
+    return torch.triu(torch.full((S, S), float("-inf"), dtype=torch.float64), diagonal=1)
+
+
 def attention_variant(w: dict, prefix: str, x, mask, num_q_heads: int, num_kv_heads: int, *, qk_norm: bool,
                       eps: float, theta: float, slip: str | None):
     """LlamaAttention's forward with one catalogued slip (None: the right one), weights by the pinned names."""
@@ -128,8 +143,12 @@ def attention_variant(w: dict, prefix: str, x, mask, num_q_heads: int, num_kv_he
     kv_of_head = [h % Hkv if slip == "mod_mapping" else h // (H // Hkv) for h in range(H)]
     k, v = k[:, :, kv_of_head], v[:, :, kv_of_head]
     norm = qk_norm and slip != "rope_before_qk_norm"
+    if qk_norm:
+        gamma_q, gamma_k = w[prefix + "q_norm.gamma"], w[prefix + "k_norm.gamma"]
+        gamma_q, gamma_k = {"k_normed_by_q_norm": (gamma_q, gamma_q),
+                            "q_normed_by_k_norm": (gamma_k, gamma_k)}.get(slip, (gamma_q, gamma_k))
     if norm:
-        q, k = _rms(q, w[prefix + "q_norm.gamma"], eps), _rms(k, w[prefix + "k_norm.gamma"], eps)
+        q, k = _rms(q, gamma_q, eps), _rms(k, gamma_k, eps)
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, H, S, D]
     if slip != "no_rope":
         q = _rope(q, cos, sin, slip)
@@ -138,7 +157,9 @@ def attention_variant(w: dict, prefix: str, x, mask, num_q_heads: int, num_kv_he
         if slip == "rope_on_v":
             v = _rope(v, cos, sin, slip)
     if qk_norm and slip == "rope_before_qk_norm":
-        q, k = _rms(q, w[prefix + "q_norm.gamma"], eps), _rms(k, w[prefix + "k_norm.gamma"], eps)
+        q, k = _rms(q, gamma_q, eps), _rms(k, gamma_k, eps)
+    if slip == "always_causal":
+        mask = ref_causal_mask(S)
     scale = {"no_scale": 1.0, "scale_d_model": 1 / math.sqrt(d_model)}.get(slip, 1 / math.sqrt(D))
     scores = q @ k.transpose(-2, -1) * scale
     if mask is not None and slip != "mask_ignored":
@@ -161,7 +182,10 @@ def block_variant(w: dict, x, mask, num_q_heads: int, num_kv_heads: int, *, qk_n
                                  theta=theta, slip=attn_slip)
 
     def ffn(t):
-        return (F.silu(t @ w["ffn.W_gate.weight"].T) * (t @ w["ffn.W_up.weight"].T)) @ w["ffn.W_down.weight"].T
+        gate, up = t @ w["ffn.W_gate.weight"].T, t @ w["ffn.W_up.weight"].T
+        if slip == "gate_up_swapped":
+            gate, up = up, gate
+        return (F.silu(gate) * up) @ w["ffn.W_down.weight"].T
 
     def norm(t, which):
         return _rms(t, w[which + ".gamma"], eps)
@@ -171,7 +195,7 @@ def block_variant(w: dict, x, mask, num_q_heads: int, num_kv_heads: int, *, qk_n
         return norm(h + ffn(h), "norm_ffn")
     a = attn(norm(x, "norm_ffn" if slip == "norm_ffn_for_attention" else "norm_attn"))
     h = a if slip == "attn_residual_dropped" else x + a
-    f = ffn(norm(h, "norm_ffn"))
+    f = ffn(norm(h, "norm_attn" if slip == "norm_attn_for_ffn" else "norm_ffn"))
     return f if slip == "ffn_residual_dropped" else h + f
 
 
@@ -284,10 +308,65 @@ def variant_outputs(class_name: str, weights, x, mask, init_args, init_kwargs) -
                    theta=init_kwargs.get("theta", 10000.0))
     with torch.no_grad():
         if class_name == "LlamaBlock":
-            return [(slip, block_variant(weights, x, mask, num_q_heads, num_kv_heads, slip=slip, **options))
+            return [(SLIP_NAMES.get(slip, slip),
+                     block_variant(weights, x, mask, num_q_heads, num_kv_heads, slip=slip, **options))
                     for slip in BLOCK_SLIPS]
-        return [(slip, attention_variant(weights, "", x, mask, num_q_heads, num_kv_heads, slip=slip, **options))
+        return [(SLIP_NAMES.get(slip, slip),
+                 attention_variant(weights, "", x, mask, num_q_heads, num_kv_heads, slip=slip, **options))
                 for slip in ATTENTION_SLIPS]
+
+
+# the block's sub-modules by their pinned names, what each is called with in the pinned forward, and what it is
+SUB_MODULES = {"norm_attn": "norm_attn（注意力前的 RMSNorm）", "attn": "attn（注意力子层）",
+               "norm_ffn": "norm_ffn（FFN 前的 RMSNorm）", "ffn": "ffn（SwiGLU FFN）"}
+
+
+def sub_module_agrees(actual, expected, tol: Tol) -> bool:
+    """The sub-module's output is the reference's: within `tol`, or (float64) within float32 rounding, which says
+    the algorithm is right (the precision is judged by the part's precision check)."""
+    a, e = actual.detach().double(), expected.detach().double()
+    return bool(((a - e).abs() <= tol.atol + tol.rtol * e.abs()).all()) or (
+        expected.dtype == torch.float64 and at_rounding_level(actual, expected))
+
+
+def block_localisation(student, init_args: tuple, init_kwargs: dict, weights: dict, x, mask, tol: Tol):
+    """hint(actual, expected) for LlamaBlock: the output is wrong and no catalogued slip matched. The student's own
+    sub-modules, reached by the pinned names in the block built and loaded as in the check, are each called on the
+    input the pinned forward gives them (computed by the reference with the same weights) and compared with the
+    reference's sub-module: what disagrees is named; when all four agree, the wiring in forward is wrong. A
+    sub-module whose probe fails (not reachable by its name, another signature) is not spoken of."""
+    def hint(actual, expected) -> str | None:
+        with torch.no_grad():
+            reference = reference_with(ref.LlamaBlock(*init_args, **init_kwargs), weights, x.dtype)
+            normed = reference.norm_attn(x)
+            attn_args = (normed,) if mask is None else (normed, mask)
+            h = x + reference.attn(*attn_args)
+            normed_h = reference.norm_ffn(h)
+            steps = {"norm_attn": ((x,), normed), "attn": (attn_args, reference.attn(*attn_args)),
+                     "norm_ffn": ((h,), normed_h), "ffn": ((normed_h,), reference.ffn(normed_h))}
+        agrees = {}
+        for name, (args, right) in steps.items():
+            run = attempt(student.module, "LlamaBlock", init_args, init_kwargs, state_dict=weights, dtype=x.dtype,
+                          method=f"{name}.forward", args=args)
+            if run is not None and weights_loaded(run) and is_float_tensor(run.outputs, right.shape, finite=False) \
+                    and run.outputs.dtype == right.dtype:
+                agrees[name] = bool(torch.isfinite(run.outputs).all()) and sub_module_agrees(run.outputs, right, tol)
+        wrong = [name for name in SUB_MODULES if agrees.get(name) is False]
+        if wrong:
+            right = [name for name in SUB_MODULES if agrees.get(name)]
+            text = ("把你的 block 的子模块按约定的名字单独调用（同一组权重，输入是约定的 forward 在这一步给它的正确输入）："
+                    + "、".join(SUB_MODULES[n] for n in wrong) + "的输出与参考实现不一致")
+            if right:
+                text += "；" + "、".join(right) + " 的输出正确"
+            if "attn" in wrong:
+                text += "。注意力子层的问题请先看 LlamaAttention 的检查"
+            return text
+        if len(agrees) == len(SUB_MODULES):
+            return ("你的 block 的四个子模块 norm_attn、attn、norm_ffn、ffn 按约定的名字单独调用时（同一组权重）都与参考实现一致："
+                    "问题在 forward 怎样把它们连起来，没有按 h = x + attn(norm_attn(x), mask)、"
+                    "out = h + ffn(norm_ffn(h)) 计算（检查两条残差、每个子层前用的是哪个 Norm、mask 是否原样传给 attn）")
+        return None
+    return hint
 
 
 def run_module(student, class_name: str, init_args: tuple, init_kwargs: dict, weights: dict, x, mask=None, *,
@@ -301,10 +380,12 @@ def run_module(student, class_name: str, init_args: tuple, init_kwargs: dict, we
                              args, kwargs, grad_outputs=[grad], requires_grad=[0])
     run = student.module(class_name, init_args, init_kwargs, state_dict=weights, dtype=dtype, method="forward",
                          args=args, kwargs=kwargs, grad_outputs=[grad], requires_grad=[0])
-    float32 = F32_BLOCK if class_name == "LlamaBlock" else F32_ATTN
-    expect_module_matches(run, expected, F64 if dtype == torch.float64 else float32, class_name,
-                          f"`{class_name}` 的输出", keys=key_mistakes(pinned(weights)),
-                          variants=lambda: variant_outputs(class_name, weights, x, mask, init_args, init_kwargs))
+    tol = F64 if dtype == torch.float64 else F32_BLOCK if class_name == "LlamaBlock" else F32_ATTN
+    hint = block_localisation(student, init_args, init_kwargs, weights, x, mask, tol) \
+        if class_name == "LlamaBlock" else None
+    expect_module_matches(run, expected, tol, class_name, f"`{class_name}` 的输出", keys=key_mistakes(pinned(weights)),
+                          variants=lambda: variant_outputs(class_name, weights, x, mask, init_args, init_kwargs),
+                          hint=hint)
 
 
 def expect_precision(student, class_name, init_args, init_kwargs, weights, x, mask):
@@ -354,13 +435,35 @@ def test_attention_qk_norm_eps_float64(student, rng):
     run_module(student, "LlamaAttention", config, options, weights, x, causal_mask(5, torch.float64), rng=rng)
 
 
-@check("llama_attention", points=1)
-def test_attention_qk_norm_random_mask_float64(student, rng):
-    """qk_norm=True、非默认的 theta、任意的加性掩码按关键字 mask= 传入时，forward 和各个梯度都与参考实现一致（float64）"""
-    config, options = (64, 8, 2), {"qk_norm": True, "theta": random_theta(rng)}
+# one thing varied per check against test_attention_causal_float64 (QK-Norm, theta, the mask): a mistake in one of
+# them fails its own check, whose text names what it varies
+
+
+@check("llama_attention", points=0.5)
+def test_attention_qk_norm_float64(student, rng):
+    """qk_norm=True 时（因果掩码，默认 theta），forward 和各个梯度都与参考实现一致（float64）"""
+    config, options = (64, 8, 2), {"qk_norm": True}
     weights = llama_weights(rng, attention_shapes(*config, True), torch.float64)
     x = torch.randn(2, 7, 64, generator=rng, dtype=torch.float64)
-    run_module(student, "LlamaAttention", config, options, weights, x, random_mask(rng, 7, torch.float64),
+    run_module(student, "LlamaAttention", config, options, weights, x, causal_mask(7, torch.float64), rng=rng)
+
+
+@check("llama_attention", points=0.25)
+def test_attention_theta_float64(student, rng):
+    """非默认的 theta 时（不带 QK-Norm，因果掩码），forward 和各个梯度都与参考实现一致（float64）"""
+    config, options = (64, 8, 2), {"theta": random_theta(rng)}
+    weights = llama_weights(rng, attention_shapes(*config, False), torch.float64)
+    x = torch.randn(2, 7, 64, generator=rng, dtype=torch.float64)
+    run_module(student, "LlamaAttention", config, options, weights, x, causal_mask(7, torch.float64), rng=rng)
+
+
+@check("llama_attention", points=0.25)
+def test_attention_random_mask_float64(student, rng):
+    """任意的（非因果的）加性掩码按关键字 mask= 传入时（不带 QK-Norm，默认 theta），forward 和各个梯度都与参考实现一致（float64）"""
+    config = (64, 8, 2)
+    weights = llama_weights(rng, attention_shapes(*config, False), torch.float64)
+    x = torch.randn(2, 7, 64, generator=rng, dtype=torch.float64)
+    run_module(student, "LlamaAttention", config, {}, weights, x, random_mask(rng, 7, torch.float64),
                mask_by_keyword=True, rng=rng)
 
 
@@ -413,13 +516,35 @@ def test_block_eps_float64(student, rng):
     run_module(student, "LlamaBlock", config, options, weights, x, causal_mask(5, torch.float64), rng=rng)
 
 
-@check("llama_block_module", points=1)
-def test_block_qk_norm_random_mask_float64(student, rng):
-    """qk_norm=True、给定 d_ff、非默认 theta、任意的加性掩码（关键字 mask=）时，forward 和各个梯度都与参考实现一致（float64）"""
-    config, options = (64, 8, 2), {"d_ff": 40, "qk_norm": True, "theta": random_theta(rng)}
-    weights = llama_weights(rng, block_shapes(*config, 40, True), torch.float64)
+# one thing varied per check against test_block_causal_float64 (QK-Norm, theta, the mask); d_ff given is varied by
+# test_block_float32 and the precision check (and a block that ignores it does not load the weights)
+
+
+@check("llama_block_module", points=0.5)
+def test_block_qk_norm_float64(student, rng):
+    """qk_norm=True 时（因果掩码，默认 d_ff 和 theta），LlamaBlock 的 forward 和各个梯度都与参考实现一致（float64）"""
+    config, options = (64, 8, 2), {"qk_norm": True}
+    weights = llama_weights(rng, block_shapes(*config, None, True), torch.float64)
     x = torch.randn(2, 6, 64, generator=rng, dtype=torch.float64)
-    run_module(student, "LlamaBlock", config, options, weights, x, random_mask(rng, 6, torch.float64),
+    run_module(student, "LlamaBlock", config, options, weights, x, causal_mask(6, torch.float64), rng=rng)
+
+
+@check("llama_block_module", points=0.25)
+def test_block_theta_float64(student, rng):
+    """非默认的 theta 时（不带 QK-Norm，因果掩码，默认 d_ff），LlamaBlock 的 forward 和各个梯度都与参考实现一致（float64）"""
+    config, options = (64, 8, 2), {"theta": random_theta(rng)}
+    weights = llama_weights(rng, block_shapes(*config, None, False), torch.float64)
+    x = torch.randn(2, 6, 64, generator=rng, dtype=torch.float64)
+    run_module(student, "LlamaBlock", config, options, weights, x, causal_mask(6, torch.float64), rng=rng)
+
+
+@check("llama_block_module", points=0.25)
+def test_block_random_mask_float64(student, rng):
+    """任意的（非因果的）加性掩码按关键字 mask= 传入时（不带 QK-Norm，默认 d_ff 和 theta），LlamaBlock 的 forward 和各个梯度都与参考实现一致（float64）"""
+    config = (64, 8, 2)
+    weights = llama_weights(rng, block_shapes(*config, None, False), torch.float64)
+    x = torch.randn(2, 6, 64, generator=rng, dtype=torch.float64)
+    run_module(student, "LlamaBlock", config, {}, weights, x, random_mask(rng, 6, torch.float64),
                mask_by_keyword=True, rng=rng)
 
 

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from autograder.checks import (F32_ATTN, F64, CheckFailed, attempt, causal_mask, check, expect_close,
                                expect_float64_precision, expect_int, expect_module_matches, expect_parameters,
                                expect_weights_loaded, match_variant, module_arg, number_close, random_weights,
-                               randint, reference_with, run_reference)
+                               randint, reference_with, run_reference, same_values)
 from autograder.checks.diagnosis import ATTENTION_AND_BYTE_SLIPS, PRECISION, Variant, catalogue, family
 from autograder.checks.probes import describe_value
 from solutions import mla as ref
@@ -235,6 +235,41 @@ def mask_effect_hint(without_mask):
     return hint
 
 
+def output_projection_hint(student, weights, x, mask, num_heads: int, d_latent: int, tol):
+    """hint(out, expected): with W_o replaced by the identity (one extra probe), does the student's out agree with
+    the reference's? Then every step before W_o is right and the mistake is in applying W_o. (Said only then: a
+    wrong out under the identity does not show where the mistake is.)"""
+    def hint(out, expected):
+        if not isinstance(out, torch.Tensor) or out.shape != expected.shape or not torch.isfinite(out).all():
+            return None
+        d_model = x.shape[-1]
+        identity = dict(weights, **{"W_o.weight": torch.eye(d_model, dtype=weights["W_o.weight"].dtype)})
+        args = (x,) if mask is None else (x, mask)
+        with torch.no_grad():
+            right, _ = reference_module(identity, d_model, num_heads, d_latent, x.dtype)(*args)
+        if same_values(out, right, tol):
+            return None  # the identity changes nothing here: nothing to tell apart
+        run = attempt(student.module, CLASS, (d_model, num_heads, d_latent), state_dict=identity, dtype=x.dtype,
+                      method="forward", args=args)
+        mine = first_out(run.outputs) if run is not None else None
+        if isinstance(mine, torch.Tensor) and mine.shape == right.shape and same_values(mine, right, tol):
+            return ("把 W_o 换成单位矩阵时，你的 out 与参考实现一致：W_o 之外的各步（投影、解压、注意力、合并头）都是对的，"
+                    "错在 W_o 的用法上（最后一步是 W_o(t)，nn.Linear 算的是 t @ W_o.weight.T）")
+        return None
+    return hint
+
+
+def first_hint(*hints):
+    """hint(out, expected): the first of `hints` (None entries skipped) that has something to say."""
+    def hint(out, expected):
+        for h in hints:
+            text = h(out, expected) if h is not None else None
+            if text:
+                return text
+        return None
+    return hint
+
+
 # --- inputs ---------------------------------------------------------------------------------------
 
 
@@ -292,8 +327,10 @@ def expect_forward(student, weights, x, mask, tol, num_heads=NUM_HEADS, d_latent
                                method="forward", args=(x2, mask))
         return first_out(again.outputs)
 
+    hint = first_hint(output_projection_hint(student, weights, x, mask, num_heads, d_latent, tol),
+                      causality_hint(x, rerun) if causal else None)
     expect_module_matches(run, {"outputs": expected}, tol, CLASS, variants=forward_variants(weights, x, mask, num_heads),
-                          hint=causality_hint(x, rerun) if causal else None, keys=KEY_MISTAKES)
+                          hint=hint, keys=KEY_MISTAKES)
 
 
 @check("mla_module", points=1.5)
@@ -341,7 +378,8 @@ def test_module_additive_mask(student, weights64, x64, rng):
 
     expect_close(out, expected, F64, "forward 返回的第 1 个值（out）",
                  variants=lambda: attention_variants(weights64, x64, mask, NUM_HEADS, MODULE_VARIANTS),
-                 hint=mask_effect_hint(without_mask))
+                 hint=first_hint(output_projection_hint(student, weights64, x64, mask, NUM_HEADS, D_LATENT, F64),
+                                 mask_effect_hint(without_mask)))
 
 
 @check("mla_module", points=1)

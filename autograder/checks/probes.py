@@ -93,7 +93,8 @@ class StudentCode:
     def module(self, class_name: str, init_args=(), init_kwargs=None, *, state_dict=None, dtype=None,
                method=None, args=(), kwargs=None, grad_outputs=None, requires_grad=(),
                return_state=False) -> ModuleRun:
-        """Build the student's module, load `state_dict`, run `method(*args)` and backward with `grad_outputs`."""
+        """Build the student's module, load `state_dict`, run `method(*args)` and backward with `grad_outputs`.
+        `method` may be a sub-module's, by attribute names ("attn.forward"): the parameters are still the module's."""
         header = {"op": "module", "class": class_name, "dtype": _dtype_name(dtype), "method": method,
                   "return_state": return_state}
         values = {"init_args": list(init_args), "init_kwargs": init_kwargs or {}, "state_dict": state_dict,

@@ -24,7 +24,7 @@ from autograder.checks import (
     expect_ints, expect_module_matches, expect_parameters, expect_weights_loaded, is_float_tensor, randint,
     random_weights, reference_with, run_reference, same_values,
 )
-from autograder.checks.diagnosis import PRECISION, Variant, catalogue
+from autograder.checks.diagnosis import PRECISION, Variant, catalogue, family
 from autograder.checks.probes import describe_value
 from solutions import swiglu as ref
 
@@ -53,9 +53,7 @@ VARIANTS = catalogue(
                               "NaN。用 torch.sigmoid(a)（或 a / (1 + e^(−a))），它对很大和很小的 a 都稳定",
             title="e^a 溢出"),
     # --- the module's structure ---
-    Variant("gate_up_swapped", "swish 用在了 W_up 这一路上，门控通道和信息通道弄反了：应该是 W_down(swish(W_gate x) * W_up x)，"
-                               "swish 只作用在 W_gate x 上",
-            title="门控和信息通道弄反了"),
+    *family("gate_up_swapped"),  # shared with llama_block (an FFN written out inside the block)
     Variant("activation_after_product", "swish 用在了两路相乘之后（swish(W_gate x * W_up x)）：swish 只作用在 W_gate x 上，"
                                         "再与 W_up x 逐元素相乘，最后过 W_down",
             title="swish 用在了相乘之后"),
@@ -327,6 +325,14 @@ def _module_hint(student, x, state, d_model: int, d_ff: int, tol):
             if others.any():
                 return ("FFN 应该对每个 token 独立计算，你的不是：只改变一个位置的输入，其他位置的输出也变了"
                         "（是否在 batch 或序列维上做了运算，或 reshape 错了？）")
+        # everything goes through W_down: with W_down zero the output is zero (not x: a residual added inside)
+        silenced = _forward(student, d_model, d_ff, dict(state, **{"W_down.weight": torch.zeros_like(w_down)}), x)
+        if silenced is not None and not _within(silenced, torch.zeros_like(x), tol).all():
+            if _within(silenced, x, tol).all():
+                return ("把 W_down 的权重置零时，你的输出恰好是输入 x（应该全为 0）：FFN 里加了残差。FFN 只返回 "
+                        "W_down(swish(W_gate x) * W_up x)，残差由 block 在外面加")
+            return ("把 W_down 的权重置零时，你的输出不全为 0：输出里有不经过 W_down 的部分，"
+                    "而 FFN 的输出应该是 W_down(swish(W_gate x) * W_up x)")
         # the information branch is linear: W_up times -2 gives the output times -2
         scaled = _forward(student, d_model, d_ff, dict(state, **{"W_up.weight": -2 * w_up}), x)
         if scaled is not None and not _within(scaled, -2 * outputs, tol).all():

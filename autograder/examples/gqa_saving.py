@@ -224,6 +224,12 @@ MISTAKES = [
          "test_module_mha_and_mqa"},
     ),
     mistake(
+        "v_from_w_k", "v projected with W_k (a copy-paste slip): W_v never used",
+        [("        v = repeat_kv(self.W_v(x).view(B, S, self.num_kv_heads, self.d_head), self.n_rep)\n",
+          "        v = repeat_kv(self.W_k(x).view(B, S, self.num_kv_heads, self.d_head), self.n_rep)\n")],
+        {"test_module_single_token"} | ATTENTION,
+    ),
+    mistake(
         "scale_after_softmax", "the attention weights divided by sqrt(d_head) after the softmax of the unscaled scores "
         "(the single-token check names it: its weight is 1/sqrt(d_head), not 1)",
         [("        attn = F.softmax(scores, dim=-1)\n        out = (attn @ v)",

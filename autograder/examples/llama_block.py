@@ -2,17 +2,20 @@ from autograder.examples import alternative, mistake, precision, with_precision_
 
 HAND = {"test_hand_q_norm", "test_hand_k_norm_max", "test_hand_logit_bound"}
 # the attention checks with more than one token (every attention slip shows there)
-ATTENTION = {"test_attention_causal_float64", "test_attention_qk_norm_eps_float64",
-             "test_attention_qk_norm_random_mask_float64", "test_attention_heads_equal_seq_len_float32"}
-BLOCK = {"test_block_causal_float64", "test_block_eps_float64", "test_block_qk_norm_random_mask_float64",
-         "test_block_float32"}
-MASKED = {"test_attention_causal_float64", "test_attention_qk_norm_eps_float64",
-          "test_attention_qk_norm_random_mask_float64", "test_block_causal_float64", "test_block_eps_float64",
-          "test_block_qk_norm_random_mask_float64"}
-QK_NORM = {"test_attention_qk_norm_eps_float64", "test_attention_qk_norm_random_mask_float64",
-           "test_block_eps_float64", "test_block_qk_norm_random_mask_float64", "test_block_float32"}
-BLOCK_ONLY = {"test_block_causal_float64", "test_block_eps_float64", "test_block_qk_norm_random_mask_float64",
-              "test_block_float32"}
+# the float64 module checks with a mask: the causal one, the eps one (eps = 0.25 on small inputs), and one varying
+# QK-Norm, theta, the mask each
+ATTENTION_MASKED = {"test_attention_causal_float64", "test_attention_qk_norm_eps_float64",
+                    "test_attention_qk_norm_float64", "test_attention_theta_float64",
+                    "test_attention_random_mask_float64"}
+BLOCK_MASKED = {"test_block_causal_float64", "test_block_eps_float64", "test_block_qk_norm_float64",
+                "test_block_theta_float64", "test_block_random_mask_float64"}
+ATTENTION = ATTENTION_MASKED | {"test_attention_heads_equal_seq_len_float32"}
+BLOCK = BLOCK_MASKED | {"test_block_float32"}
+MASKED = ATTENTION_MASKED | BLOCK_MASKED
+QK_NORM = {"test_attention_qk_norm_eps_float64", "test_attention_qk_norm_float64", "test_block_eps_float64",
+           "test_block_qk_norm_float64", "test_block_float32"}
+THETA = {"test_attention_theta_float64", "test_block_theta_float64"}
+BLOCK_ONLY = BLOCK
 
 ROPE_REF = "        q, k = apply_rotary_emb(q, cos, sin), apply_rotary_emb(k, cos, sin)\n"
 SCORES_REF = "        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)\n"
@@ -52,11 +55,19 @@ MISTAKES = [
             [(BLOCK_REF, "        h = x + self.attn(self.norm_ffn(x), mask)\n"
                          "        return h + self.ffn(self.norm_ffn(h))\n")],
             BLOCK, diagnosis="norm_ffn_for_attention"),
+    mistake("norm_attn_for_ffn", "norm_attn used in front of the FFN too (norm_ffn left unused)",
+            [(BLOCK_REF, "        h = x + self.attn(self.norm_attn(x), mask)\n"
+                         "        return h + self.ffn(self.norm_attn(h))\n")],
+            BLOCK, diagnosis="norm_attn_for_ffn"),
+    mistake("block_gate_up_swapped", "the FFN written out inside the block with W_gate and W_up swapped",
+            [(BLOCK_REF, "        h = x + self.attn(self.norm_attn(x), mask)\n"
+                         "        n = self.norm_ffn(h)\n"
+                         "        return h + self.ffn.W_down(F.silu(self.ffn.W_up(n)) * self.ffn.W_gate(n))\n")],
+            BLOCK, diagnosis="gate_up_swapped"),
     mistake("block_mask_not_passed", "the block calls the attention without the mask",
             [(BLOCK_REF, "        h = x + self.attn(self.norm_attn(x))\n"
                          "        return h + self.ffn(self.norm_ffn(h))\n")],
-            {"test_block_causal_float64", "test_block_eps_float64", "test_block_qk_norm_random_mask_float64"},
-            diagnosis="mask_ignored"),
+            BLOCK_MASKED, diagnosis="mask_ignored"),
     mistake("attn_renamed", "the attention sub-module named `attention` instead of the pinned `attn`",
             [("        self.attn = LlamaAttention(", "        self.attention = LlamaAttention("),
              (BLOCK_REF, "        h = x + self.attention(self.norm_attn(x), mask)\n"
@@ -91,6 +102,15 @@ MISTAKES = [
             [(SPLIT_REF, SPLIT_REF.rsplit("        if self.qk_norm", 1)[0]),
              (ROPE_REF, ROPE_REF + "        if self.qk_norm:\n            q, k = self.q_norm(q), self.k_norm(k)\n")],
             QK_NORM, diagnosis="rope_before_qk_norm"),
+    mistake("k_through_q_norm", "k normalised by q_norm as well (k_norm left unused)",
+            [("            q, k = self.q_norm(q), self.k_norm(k)\n", "            q, k = self.q_norm(q), self.q_norm(k)\n")],
+            QK_NORM | {"test_attention_float64_precision", "test_block_float64_precision"},
+            diagnosis="shared_qk_norm"),
+    mistake("one_qk_norm_module", "one RMSNorm module under both names: self.k_norm = self.q_norm",
+            [(NORMS_REF, "            self.q_norm = RMSNorm(self.d_head, eps)\n"
+                         "            self.k_norm = self.q_norm\n")],
+            QK_NORM | {"test_attention_float64_precision", "test_block_float64_precision"},
+            diagnosis="shared_qk_norm"),
     mistake("qk_norm_over_d_model", "QK-Norm over the whole projection (before the head split): RMSNorm(H * d_head)",
             [(NORMS_REF, "            self.q_norm = RMSNorm(num_q_heads * self.d_head, eps)\n"
                          "            self.k_norm = RMSNorm(num_kv_heads * self.d_head, eps)\n"),
@@ -187,19 +207,37 @@ MISTAKES = [
 ]
 
 # a mistake that fails a part's float64 check fails its precision check too
-PRECISION_OF = {"test_attention_causal_float64": "test_attention_float64_precision",
-                "test_attention_qk_norm_eps_float64": "test_attention_float64_precision",
-                "test_attention_qk_norm_random_mask_float64": "test_attention_float64_precision",
-                "test_block_causal_float64": "test_block_float64_precision",
-                "test_block_eps_float64": "test_block_float64_precision",
-                "test_block_qk_norm_random_mask_float64": "test_block_float64_precision"}
+PRECISION_OF = {**{c: "test_attention_float64_precision" for c in ATTENTION_MASKED},
+                **{c: "test_block_float64_precision" for c in BLOCK_MASKED}}
 MISTAKES = with_precision_checks(MISTAKES, PRECISION_OF)
 # wrong only where theta is not the default, which the precision checks (default theta) never pass: it keeps them
 MISTAKES.append(mistake(
     "rope_theta_not_passed", "LlamaAttention builds its RoPE table without self.theta (always 10000; uncatalogued)",
     [("        cos, sin = precompute_rope_freqs(self.d_head, S, self.theta, dtype=x.dtype)\n",
       "        cos, sin = precompute_rope_freqs(self.d_head, S, dtype=x.dtype)\n")],
-    {"test_attention_qk_norm_random_mask_float64", "test_block_qk_norm_random_mask_float64"},
+    THETA,
+))
+
+# a causal mask made in the block in place of the given one: wrong where the given mask is not causal or is None; the
+# precision checks pass a causal mask, which it keeps
+MISTAKES.append(mistake(
+    "block_always_causal", "LlamaBlock passes a causal mask of its own to attn instead of `mask`",
+    [(BLOCK_REF, "        S = x.shape[1]\n"
+                 "        causal = torch.triu(torch.full((S, S), float(\"-inf\"), dtype=x.dtype), diagonal=1)\n"
+                 "        h = x + self.attn(self.norm_attn(x), causal)\n"
+                 "        return h + self.ffn(self.norm_ffn(h))\n")],
+    {"test_block_random_mask_float64", "test_block_float32"}, diagnosis="always_causal",
+))
+# uncatalogued, localised: the block's own FFN is wrong (the sub-module probe names ffn, nothing else)
+MISTAKES.append(mistake(
+    "block_own_ffn_gelu", "LlamaBlock builds its FFN as a subclass of the given one with GELU in place of swish",
+    [("        self.ffn = FeedForward_SwiGLU(d_model, d_ff)\n",
+      "        class GeluFFN(FeedForward_SwiGLU):\n"
+      "            def forward(self, t):\n"
+      "                return self.W_down(F.gelu(self.W_gate(t)) * self.W_up(t))\n"
+      "\n"
+      "        self.ffn = GeluFFN(d_model, d_ff)\n")],
+    BLOCK | {"test_block_float64_precision"},
 ))
 
 # --- correct work in other styles: full marks, no diagnosis -------------------------------------------

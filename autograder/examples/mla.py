@@ -274,6 +274,11 @@ MISTAKES = [
     ),
     # --- uncatalogued (no name) ---
     mistake(
+        "w_o_weight_untransposed", "the output projection applied as out @ W_o.weight (nn.Linear computes out @ W_o.weight.T)",
+        [("        return self.W_o(out), c_kv\n", "        return out @ self.W_o.weight, c_kv\n")],
+        MODULE_OUT,
+    ),
+    mistake(
         "cache_rope_key_twice", "mla_cache_bytes counts the decoupled RoPE key twice, as if K and V each had one",
         [("    return batch * seq_len * (d_latent + d_rope) * bytes_per_element * num_layers",
           "    return batch * seq_len * (d_latent + 2 * d_rope) * bytes_per_element * num_layers")],

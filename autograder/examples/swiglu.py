@@ -173,6 +173,11 @@ MISTAKES = [
         MODULE_FORWARD_CHECKS,
     ),
     mistake(
+        "residual_inside_ffn", "the FFN adds its input back (a residual inside the FFN; the block adds it)",
+        [(FORWARD, "return x + self.W_down(swish(self.W_gate(x)) * self.W_up(x))")],
+        MODULE_FORWARD_CHECKS,
+    ),
+    mistake(
         "d_ff_multiple_of_128", "default_d_ff rounds up to a multiple of 128 instead of 256",
         [(ROUND_UP, "d_ff = (d_ff + 127) // 128 * 128")],
         D_FF_CHECKS | {"test_param_counts_swiglu_rounded"},

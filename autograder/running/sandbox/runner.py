@@ -11,7 +11,8 @@ its own answers wrong.
 Requests (op):
     exec_cell  {"source", "cell", "timeout"}          run one code cell in the notebook's namespace
     call       {"name", "timeout"} + values {"args", "kwargs"}
-    module     {"class", "dtype", "method", "timeout", "backward", "return_state"}
+    module     {"class", "dtype", "method" (e.g. "forward", or a sub-module's "attn.forward"), "timeout", "backward",
+                "return_state"}
                + values {"init_args", "init_kwargs", "state_dict", "args", "kwargs", "grad_outputs",
                          "requires_grad"}: build, load weights, run forward and backward
     variable   {"name"}
@@ -315,7 +316,7 @@ class Runner:
         for index in values.get("requires_grad", []):
             args[index] = args[index].detach().clone().requires_grad_(True)
         module.zero_grad(set_to_none=True)
-        outputs = _with_timeout(remaining(), getattr(module, header["method"]), *args, **kwargs)
+        outputs = _with_timeout(remaining(), _method(module, header["method"]), *args, **kwargs)
         result["outputs"] = outputs
         grad_outputs = values.get("grad_outputs")
         if grad_outputs is not None:
@@ -348,6 +349,15 @@ class Runner:
         net = ProbeNet().to(getattr(torch, dtype))
         net.load_state_dict(state_dict)
         return net
+
+
+def _method(module, path):
+    """The method `path` names on the module: "forward", or a sub-module's, "attn.forward" (by attribute names)."""
+    *owners, name = str(path).split(".")
+    target = module
+    for owner in owners:
+        target = getattr(target, owner)
+    return getattr(target, name)
 
 
 def _restore(namespace, snapshot):
