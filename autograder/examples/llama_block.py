@@ -293,4 +293,36 @@ PRECISION = [
           "        cos, sin = precompute_rope_freqs(self.d_head, S, self.theta)  # float32 by default\n")],
         {"test_attention_float64_precision", "test_block_float64_precision"},
     ),
+    precision(
+        "transformers_style_float32_internals",
+        "the literal transformers style (LlamaRMSNorm's float32 cast for QK-Norm and the block's norms, "
+        "LlamaRotaryEmbedding's float32 angles, eager attention's float32 softmax), right algorithm otherwise",
+        [("class LlamaAttention(nn.Module):\n",
+          "class HFRMSNorm(nn.Module):  # transformers' LlamaRMSNorm, with the pinned parameter name\n"
+          "    def __init__(self, hidden_size, eps=1e-6):\n"
+          "        super().__init__()\n"
+          "        self.gamma = nn.Parameter(torch.ones(hidden_size))\n"
+          "        self.variance_epsilon = eps\n"
+          "\n"
+          "    def forward(self, hidden_states):\n"
+          "        input_dtype = hidden_states.dtype\n"
+          "        hidden_states = hidden_states.to(torch.float32)\n"
+          "        variance = hidden_states.pow(2).mean(-1, keepdim=True)\n"
+          "        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)\n"
+          "        return self.gamma * hidden_states.to(input_dtype)\n"
+          "\n"
+          "\n"
+          "class LlamaAttention(nn.Module):\n"),
+         (NORMS_REF, "            self.q_norm = HFRMSNorm(self.d_head, eps)\n"
+                     "            self.k_norm = HFRMSNorm(self.d_head, eps)\n"),
+         ("        cos, sin = precompute_rope_freqs(self.d_head, S, self.theta, dtype=x.dtype)\n",
+          "        inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.d_head, 2, dtype=torch.int64).float() / self.d_head))\n"
+          "        freqs = torch.arange(S, dtype=torch.int64).float()[:, None] * inv_freq[None, :]  # float32 angles\n"
+          "        cos, sin = freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)\n"),
+         ("        weights = F.softmax(scores, dim=-1)\n",
+          "        weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)\n"),
+         ("        self.norm_attn = RMSNorm(d_model, eps)\n", "        self.norm_attn = HFRMSNorm(d_model, eps)\n"),
+         ("        self.norm_ffn = RMSNorm(d_model, eps)\n", "        self.norm_ffn = HFRMSNorm(d_model, eps)\n")],
+        {"test_attention_float64_precision", "test_block_float64_precision"},
+    ),
 ]
