@@ -119,7 +119,7 @@ def judge(kind: str, example, outcomes) -> tuple[bool, str]:
     if kind == "precision":
         return (failed == set(example.failing) and named == {PRECISION.name},
                 f"failed {sorted(failed)} (expected {sorted(example.failing)}), named {sorted(named)}")
-    ok = failed == set(example.failing) and (named == {example.diagnosis} if example.diagnosis else not named)
+    ok = example.judged(failed) and (named == {example.diagnosis} if example.diagnosis else not named)
     return ok, f"failed {sorted(failed)} (expected {sorted(example.failing)}), named {sorted(named)} " \
                f"(expected {example.diagnosis or 'nothing'})"
 

@@ -181,6 +181,64 @@ MISTAKES = [
     ),
 ]
 
+# --- norms slightly off, within float32 rounding at the default eps on unit-scale inputs (no name): the checks with a
+# large eps show them, so the precision checks do not call them a precision (issue 22) ---
+QK_NORM_CALL = ("        if self.qk_norm:  # over d_head: each head of each token normalised on its own, before RoPE\n"
+                "            q, k = self.q_norm(q), self.k_norm(k)\n")
+LARGE_EPS = {"test_attention_qk_norm_random_mask_float64", "test_block_qk_norm_random_mask_float64"}
+# an eps of 1e-5 for 1e-6 moves a unit-scale norm by ~5e-6: a few float32 roundings, which the gradients of the float32
+# block check (F32_BLOCK) amplify past its tolerance for some ids (the block norms' also past float32 rounding in the
+# float64 causal block check, by ~3x for some ids); whether those fail depends on the id, the large-eps checks always do
+EPS_1E5_FLOAT32 = {"test_block_float32"}
+OWN_NORM = ("class LlamaAttention(nn.Module):\n",
+            "def own_rms_norm(x, gamma, eps):  # eps after the square root\n"
+            "    return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * gamma\n"
+            "\n"
+            "\n"
+            "class LlamaAttention(nn.Module):\n")
+MISTAKES += [
+    mistake(
+        "qk_norm_eps_outside_root", "the student's own QK-Norm adds eps after the square root",
+        [OWN_NORM, (QK_NORM_CALL, "        if self.qk_norm:\n"
+                                  "            q = own_rms_norm(q, self.q_norm.gamma, self.q_norm.eps)\n"
+                                  "            k = own_rms_norm(k, self.k_norm.gamma, self.k_norm.eps)\n")],
+        LARGE_EPS,
+    ),
+    mistake(
+        "qk_norm_f_normalize", "QK-Norm as F.normalize(q) * sqrt(d_head) * gamma (no eps)",
+        [(QK_NORM_CALL, "        if self.qk_norm:\n"
+                        "            q = F.normalize(q, dim=-1) * math.sqrt(self.d_head) * self.q_norm.gamma\n"
+                        "            k = F.normalize(k, dim=-1) * math.sqrt(self.d_head) * self.k_norm.gamma\n")],
+        LARGE_EPS,
+    ),
+    mistake(
+        "qk_norm_eps_1e5", "QK-Norm built with its own eps of 1e-5 (the eps argument not passed on)",
+        [(NORMS_REF, "            self.q_norm = RMSNorm(self.d_head, 1e-5)\n"
+                     "            self.k_norm = RMSNorm(self.d_head, 1e-5)\n")],
+        LARGE_EPS, may_fail=EPS_1E5_FLOAT32,
+    ),
+    mistake(
+        "block_norms_eps_outside_root", "the block's two norms add eps after the square root (the student's own norm)",
+        [OWN_NORM, (BLOCK_REF, "        a = own_rms_norm(x, self.norm_attn.gamma, self.norm_attn.eps)\n"
+                               "        h = x + self.attn(a, mask)\n"
+                               "        return h + self.ffn(own_rms_norm(h, self.norm_ffn.gamma, self.norm_ffn.eps))\n")],
+        {"test_block_qk_norm_random_mask_float64"},
+    ),
+    mistake(
+        "block_norms_f_normalize", "the block's norms as F.normalize(x) * sqrt(d_model) * gamma (no eps)",
+        [(BLOCK_REF, "        d = x.shape[-1]\n"
+                     "        h = x + self.attn(F.normalize(x, dim=-1) * math.sqrt(d) * self.norm_attn.gamma, mask)\n"
+                     "        return h + self.ffn(F.normalize(h, dim=-1) * math.sqrt(d) * self.norm_ffn.gamma)\n")],
+        {"test_block_qk_norm_random_mask_float64"},
+    ),
+    mistake(
+        "block_norms_eps_1e5", "the block's norms built with their own eps of 1e-5 (the eps argument not passed on)",
+        [("        self.norm_attn = RMSNorm(d_model, eps)\n", "        self.norm_attn = RMSNorm(d_model, 1e-5)\n"),
+         ("        self.norm_ffn = RMSNorm(d_model, eps)\n", "        self.norm_ffn = RMSNorm(d_model, 1e-5)\n")],
+        {"test_block_qk_norm_random_mask_float64"}, may_fail=EPS_1E5_FLOAT32 | {"test_block_causal_float64"},
+    ),
+]
+
 # a mistake that fails a part's float64 check fails its precision check too
 PRECISION_OF = {"test_attention_causal_float64": "test_attention_float64_precision",
                 "test_attention_qk_norm_random_mask_float64": "test_attention_float64_precision",
