@@ -38,6 +38,7 @@ class Verdict:
     named: list
     messages: dict  # check name -> the student's message, for the failed checks
     seconds: float = 0.0
+    student_id: str = STUDENT_ID
 
 
 class InProcessRun:
@@ -118,14 +119,15 @@ def judge(kind: str, example, outcomes) -> tuple[bool, str]:
     if kind == "precision":
         return (failed == set(example.failing) and named == {PRECISION.name},
                 f"failed {sorted(failed)} (expected {sorted(example.failing)}), named {sorted(named)}")
-    ok = failed == set(example.failing) and (named == {example.diagnosis} if example.diagnosis else not named)
+    ok = example.judged(failed) and (named == {example.diagnosis} if example.diagnosis else not named)
     return ok, f"failed {sorted(failed)} (expected {sorted(example.failing)}), named {sorted(named)} " \
                f"(expected {example.diagnosis or 'nothing'})"
 
 
-def grade_examples(assignment_ids=None, names=None) -> list[Verdict]:
-    """Every example of the assignments (or only those whose name is in `names`, "reference" for the reference),
-    graded in this process with one pytest session of their checks."""
+def grade_examples(assignment_ids=None, names=None, student_ids=(STUDENT_ID,), select=None) -> list[Verdict]:
+    """Every example of the assignments (only those whose name is in `names`, "reference" for the reference, and
+    those `select(kind, example)` keeps, when given), graded in this process for each of `student_ids` (each with its
+    own seed and hand inputs), with one pytest session of their checks."""
     import nbformat
 
     from autograder.assignments import assignment_ids as course_assignments, load_assignment
@@ -140,28 +142,36 @@ def grade_examples(assignment_ids=None, names=None) -> list[Verdict]:
     assignments = {a: load_assignment(a) for a in assignment_ids}
     limits = Limits()
     verdicts: list[Verdict] = []
-    jobs = [(a, kind, example) for a in assignment_ids for kind, example in examples(a)
-            if names is None or (example.name if example else "reference") in names]
+    jobs = [(a, kind, example, student_id) for a in assignment_ids for kind, example in examples(a)
+            if (names is None or (example.name if example else "reference") in names)
+            and (select is None or select(kind, example)) for student_id in student_ids]
+    prepared_cells: dict = {}  # (assignment, example) -> the cells the sandbox runs: one notebook, many students
 
-    def grade_job(job, run_checks):
+    def cells_of(a, example):
         import tempfile
 
-        a, kind, example = job
+        key = (a, example.name if example else None)
+        if key not in prepared_cells:
+            nb = notebook_with_edits(a, example.edits if example else ())
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / f"{a}.ipynb"
+                nbformat.write(nb, path)
+                prepared_cells[key] = prepare(path, assignments[a]).cells
+        return prepared_cells[key]
+
+    def grade_job(job, run_checks):
+        a, kind, example, student_id = job
         started = time.monotonic()
-        nb = notebook_with_edits(a, example.edits if example else ())
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / f"{a}.ipynb"
-            nbformat.write(nb, path)
-            prepared = prepare(path, assignments[a])
-        run = InProcessRun(prepared.cells, limits, STUDENT_ID)
-        seed = student_seed(SECRET, a, STUDENT_ID)
-        student = StudentCode(run, STUDENT_ID, a, seed, TIMEOUT)
-        outcomes = run_checks(CheckContext(student, a, STUDENT_ID, seed))
+        run = InProcessRun(cells_of(a, example), limits, student_id)
+        seed = student_seed(SECRET, a, student_id)
+        student = StudentCode(run, student_id, a, seed, TIMEOUT)
+        outcomes = run_checks(CheckContext(student, a, student_id, seed))
         ok, why = judge(kind, example, outcomes)
         verdicts.append(Verdict(a, kind, example.name if example else "reference", ok, why,
                                 sorted(o.spec.name for o in outcomes if not o.passed),
                                 sorted({o.diagnosis for o in outcomes if o.diagnosis}),
-                                {o.spec.name: o.message for o in outcomes if not o.passed}, time.monotonic() - started))
+                                {o.spec.name: o.message for o in outcomes if not o.passed}, time.monotonic() - started,
+                                student_id))
 
     expected = {a: {p.grade_id: p.points for p in spec.parts if not p.written} for a, spec in assignments.items()}
     run_pytest(GradingPlugin(jobs, grade_job, expected), assignment_ids)

@@ -52,6 +52,13 @@ def test_judge_catches_a_wrong_grader():
     assert not selftest.judge(job("reference"), fake_result([("c1", True, None), ("c2", False, None)])).ok
     assert not selftest.judge(job("release"), fake_result([("c1", True, None)])).ok
     assert not selftest.judge(job("reference"), fake_result([], status="error")).ok
+    # a check it may fail (for some student ids only): failing it or not is right, failing another is not
+    m = Mistake("m", "", (), frozenset({"c1"}), may_fail=frozenset({"c2"}))
+    three = [("c1", False, None), ("c2", True, None), ("c3", True, None)]
+    assert selftest.judge(job("mistake", m), fake_result(three)).ok
+    assert selftest.judge(job("mistake", m), fake_result([three[0], ("c2", False, None), three[2]])).ok
+    assert not selftest.judge(job("mistake", m), fake_result([three[0], three[1], ("c3", False, None)])).ok
+    assert not selftest.judge(job("mistake", m), fake_result([("c1", True, None), ("c2", False, None), three[2]])).ok
 
 
 def test_pytest_on_the_product_collects_nothing():

@@ -49,7 +49,7 @@ __all__ = [
     "Tol", "F32", "F64", "F32_ATTN", "HAND", "expect_close", "expect_number", "expect_int", "expect_numbers",
     "expect_module_matches", "expect_weights_loaded", "expect_true", "run_reference", "same_values", "causal_mask",
     "forward_args",
-    "FLOAT32_ROUNDING", "expect_float64_precision", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
+    "FLOAT32_ROUNDING", "expect_float64_precision", "PrecisionNamed", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
     "expect_parameters", "attempt", "reference_with", "random_weights", "random_mask", "randn", "randint", "is_number",
     "close_number", "number_close", "values_close", "is_float_tensor", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
     "take_diagnosis_crashes", "DIAGNOSIS_RAISED",
@@ -285,20 +285,31 @@ def share_outside_text(outside: int, total: int) -> str:
     return f"{share:.0%} 的元素（{outside} / {total}）"
 
 
+class PrecisionNamed(CheckFailed):
+    """A precision check's failure that names the precision (PRECISION). It stands only where the part's other
+    checks all passed, on inputs that separate every plausible slip from the reference by far more than float32
+    rounding: the algorithm is shown right there. Otherwise the plugin reports `unnamed` instead, a plain mismatch
+    (autograder.checks.plugin.precision_where_shown_right)."""
+
+    def __init__(self, message: str, details: dict, unnamed: CheckFailed):
+        super().__init__(message, details, diagnosis=PRECISION.name)
+        self.unnamed = unnamed
+
+
 def expect_float64_precision(actual, expected: torch.Tensor, what: str = "输出"):
     """The part's precision check: a float64 output equals the float64 reference to float64 precision. One that is
-    right only to float32 rounding is named as the precision (PRECISION); any other difference fails without a
-    name (the part's other checks name the mistake)."""
+    right only to float32 rounding is named as the precision (PRECISION), provided the part's other checks show the
+    algorithm right (they all pass; see PrecisionNamed); any other difference fails without a name (the part's
+    other checks name the mistake)."""
     try:
         _expect_close(actual, expected, F64, what, strict=True)
     except CheckFailed as failure:
+        unnamed = CheckFailed(f"{what}与参考实现不一致（float64 精度检查；错在哪里见本题的其他检查）", failure.details)
         if isinstance(actual, torch.Tensor) and actual.shape == expected.shape and actual.dtype == torch.float64 \
                 and same_values(actual, expected, Tol(FLOAT32_ROUNDING.rtol / 10, FLOAT32_ROUNDING.atol / 10)):
-            raise CheckFailed(f"{what}只有 float32 的精度：最大绝对误差 {failure.details.get('max_abs_error', 0):.2g}"
-                              f"（float64 容限 {F64!r}）。{PRECISION.explanation}", failure.details,
-                              diagnosis=PRECISION.name) from None
-        raise CheckFailed(f"{what}与参考实现不一致（float64 精度检查；错在哪里见本题的其他检查）",
-                          failure.details) from None
+            raise PrecisionNamed(f"{what}只有 float32 的精度：最大绝对误差 {failure.details.get('max_abs_error', 0):.2g}"
+                                 f"（float64 容限 {F64!r}）。{PRECISION.explanation}", failure.details, unnamed) from None
+        raise unnamed from None
 
 
 # --- typed and returned numbers -------------------------------------------------------------------------------

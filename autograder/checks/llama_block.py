@@ -263,6 +263,16 @@ def block_shapes(d_model: int, num_q_heads: int, num_kv_heads: int, d_ff: int | 
 F32_BLOCK = Tol(1e-4, 1e-4)
 
 
+# the upstream gradient of the float64 module checks: 0.1 * N(0, 1). With N(0, 1), a block's parameter gradients reach
+# |g| ~ 50-100 (summed over every token), and a right algorithm with float32 internals (transformers' LlamaRMSNorm
+# cast, a float32 softmax, whose backward then runs in float32 too) is off by ~6e-8 of that scale, through the
+# softmax backward's cancellation, at every element: up to 2.5e-5 where an element of the gradient is small, over
+# FLOAT32_ROUNDING's 2e-5 absolute part (1 student id in 300). The float64 tolerances stay as they are; at this scale
+# the gradients are O(1-10), float32 rounding stays under an eighth of FLOAT32_ROUNDING for every id tried (300), and
+# a gradient cut off in the forward (off by >= 10% of the gradient's scale) is still far beyond 100x the tolerance.
+GRAD_SCALE_FLOAT64 = 0.1
+
+
 def llama_weights(rng, shapes: dict, dtype) -> dict:
     """Weights by the pinned names, drawn in their order: projections N(0, 1.5² / fan_in) (the kit's random_weights:
     attention scores of order 1), norm weights 0.5 + U[0, 1) (non-unit, different per dim)."""
@@ -374,7 +384,8 @@ def run_module(student, class_name: str, init_args: tuple, init_kwargs: dict, we
     """Forward and backward of the student's module and of the reference on the same weights and inputs; a wrong
     output is named from the catalogued slips, a wrong set of parameters from its keys."""
     dtype = x.dtype
-    grad = torch.randn(x.shape, generator=rng, dtype=torch.float64).to(dtype)
+    scale = GRAD_SCALE_FLOAT64 if dtype == torch.float64 else 1.0
+    grad = (scale * torch.randn(x.shape, generator=rng, dtype=torch.float64)).to(dtype)
     args, kwargs = forward_args(x, mask, mask_by_keyword)
     expected = run_reference(reference_with(getattr(ref, class_name)(*init_args, **init_kwargs), weights, dtype),
                              args, kwargs, grad_outputs=[grad], requires_grad=[0])
@@ -421,7 +432,10 @@ def test_attention_causal_float64(student, rng):
 
 # a non-default eps that matters: inputs of small scale (mean square about 0.1 after the projections) and an eps of
 # the same order, so that q_norm or k_norm left at the default eps is far off (>= 100x float32 rounding); only eps
-# differs from test_attention_causal_float64 and the default-theta precision check (tests/test_interface_mutations.py)
+# differs from test_attention_causal_float64 and the default-theta precision check (tests/test_interface_mutations.py).
+# It also separates the norms that are slightly off (eps outside the root, F.normalize(q) * sqrt(d) * gamma, an eps of
+# their own of 1e-5), within float32 rounding at the default eps on unit-scale inputs, by percents: the part's
+# precision check names the precision only where this check passed (issue 22)
 EPS_VARIED = 0.25
 SMALL_INPUTS = 0.3
 

@@ -5,6 +5,7 @@ pytest.main is called once for a whole batch; this plugin takes over its run loo
 submission's assignment with the submission's fixtures. No pytest.main per submission.
 """
 
+import dataclasses
 import hashlib
 import os
 import time
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.checks import DIAGNOSIS_RAISED, take_diagnosis_crashes
+from autograder.checks import DIAGNOSIS_RAISED, PrecisionNamed, take_diagnosis_crashes
 from autograder.checks.pytest_adapter import TestReport, runtestprotocol
 from autograder.checks.probes import CheckFailed, StudentCode
 from autograder.intake.validate import bounded_tree, clipped, safe_text
@@ -48,6 +49,9 @@ class CheckOutcome:
     # the check's diagnosis (a variant, hint or key recogniser) raised: a check bug whatever the reference does;
     # `message` is then the comparison's own failure, unchanged, and `crash` what the diagnosis raised
     diagnosis_bug: bool = False
+    # a precision check that named the precision: what it reports instead where the part's other checks do not all
+    # pass (precision_where_shown_right)
+    unnamed: CheckFailed | None = None
 
 
 CHECK_CRASHED = "这一项检查无法完成：评分程序在检查你的结果时出错（{kind}），这一项记为未通过"
@@ -159,7 +163,10 @@ class GradingPlugin:
                     outcomes.append(self._run_item(item, spec))
         finally:
             self.context = None
-        return outcomes
+        parts = {}
+        for spec in self.specs.get(context.assignment_id, []):
+            parts.setdefault(spec.grade_id, set()).add(spec.name)
+        return precision_where_shown_right(outcomes, parts)
 
     def _run_item(self, item, spec: CheckSpec) -> CheckOutcome:
         self._failure = None
@@ -188,7 +195,8 @@ class GradingPlugin:
                 return self._crashed(spec, seconds, CheckConfigError(
                     f"check {item.nodeid} named {failure.diagnosis!r}, which is not in VARIANTS"))
             return CheckOutcome(spec, False, clipped(failure.message, 2000), bounded_tree(failure.details),
-                                failure.diagnosis, seconds)
+                                failure.diagnosis, seconds,
+                                unnamed=failure.unnamed if isinstance(failure, PrecisionNamed) else None)
         if isinstance(failure, AssertionError):  # a plain assert in a check: its message is for the student
             return CheckOutcome(spec, False, safe_text(failure, 300).split("\n")[0] or "未通过", {}, None, seconds)
         # anything else: the check could not finish on this submission's values (the engine asks the reference
@@ -219,6 +227,22 @@ class GradingPlugin:
                 outcome, longrepr = "failed", f"{call.excinfo.typename}: {str(call.excinfo.value)[:500]}"
         return TestReport(item.nodeid, item.location, {}, outcome, longrepr, call.when, [], call.duration,
                           call.start, call.stop)
+
+
+def precision_where_shown_right(outcomes: list[CheckOutcome], parts: dict[str, set[str]]) -> list[CheckOutcome]:
+    """The outcomes, where a precision check names the precision only if every other check of its part (`parts`:
+    grade id -> the names of its checks) ran and passed: the algorithm is then shown right (the part's checks
+    separate every plausible slip from the reference by far more than float32 rounding). Where one of them failed,
+    crashed or did not run, the precision check reports its plain mismatch, naming nothing."""
+    passed = {o.spec.name for o in outcomes if o.passed}
+    out = []
+    for o in outcomes:
+        others = parts.get(o.spec.grade_id, set()) - {o.spec.name}
+        if o.unnamed is not None and not others <= passed:
+            o = dataclasses.replace(o, message=clipped(o.unnamed.message, 2000),
+                                    details=bounded_tree(o.unnamed.details), diagnosis=None, unnamed=None)
+        out.append(o)
+    return out
 
 
 def run_pytest(plugin: GradingPlugin, assignment_ids: list[str]) -> None:

@@ -112,6 +112,27 @@ MISTAKES = [
     ),
 ]
 
+# --- slips within float32 rounding at unit scale and the default eps (issue 22): the small-scale and large-eps checks
+# show them, so the precision checks do not call them a precision ---
+MISTAKES += [
+    mistake(
+        "f_normalize_sqrt_d", "rms_norm as F.normalize(x) * sqrt(d) * gamma: no eps (the module calls it)",
+        [("    rms = torch.sqrt(torch.mean(xc * xc, dim=-1, keepdim=True) + eps)\n    return (xc / rms * gamma.to(compute_dtype)).to(x.dtype)", "    return F.normalize(x, dim=-1) * x.shape[-1] ** 0.5 * gamma")],
+        SMALL_SCALE, diagnosis="no_eps",
+    ),
+    mistake(
+        "eps_hard_coded_1e5", "rms_norm adds a hard-coded 1e-5 instead of its eps argument (the module calls it)",
+        [(RMS_LINE, "rms = torch.sqrt(torch.mean(xc * xc, dim=-1, keepdim=True) + 1e-5)")],
+        SMALL_SCALE, diagnosis="ignores_eps_argument",
+    ),
+    mistake(
+        "module_eps_1e5", "the module keeps an eps of 1e-5 of its own, whatever eps it is given",
+        [("        self.eps = eps\n        self.gamma = nn.Parameter(torch.ones(d_model))",
+          "        self.eps = 1e-5\n        self.gamma = nn.Parameter(torch.ones(d_model))")],
+        {"test_module_forward_backward_float64", "test_module_uses_eps_argument"}, diagnosis="ignores_eps_argument",
+    ),
+]
+
 # a mistake that fails a part's float64 check fails its precision check too
 PRECISION_OF = {"test_function_float64_batched": "test_function_float64_precision",
                 "test_module_forward_backward_float64": "test_module_float64_precision"}
