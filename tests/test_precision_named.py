@@ -35,7 +35,7 @@ def grade(assignment_id, student_ids, select):
     from inprocess_grading import grade_examples
 
     torch.set_num_threads(1)
-    return grade_examples([assignment_id], student_ids, select=select)
+    return grade_examples([assignment_id], student_ids=student_ids, select=select)
 
 
 def precision_checks(assignment_id) -> set[str]:
