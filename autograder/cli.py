@@ -359,8 +359,11 @@ def student_checker(
 def selftest(
     sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier to test under (default: the strongest)."),
     assignment: list[str] = typer.Option(None, "--assignment", "-a", help="Only these assignments (repeatable)."),
+    both_ways: bool = typer.Option(False, "--both-ways", help="Grade everything also with every cell run "
+                                   "(--run-all-cells): every result must be the same check by check."),
 ):
-    """Grade every reference notebook (must be full marks) and every release notebook (must be 0)."""
+    """Grade every reference notebook (must be full marks), every release notebook (must be 0), every catalogued
+    mistake (named), every other correct style and precision case; exit 1 below 100%."""
     from autograder.run import GradingRunError, resolve_assignments
     from autograder.tools.selftest import run_selftest
 
@@ -368,7 +371,7 @@ def selftest(
         ids = resolve_assignments(assignment or ["all"])
     except GradingRunError as error:
         fail(str(error))
-    raise typer.Exit(run_selftest(tier=sandbox, assignment_ids=ids))
+    raise typer.Exit(run_selftest(tier=sandbox, assignment_ids=ids, both_ways=both_ways))
 
 
 @app.command()

@@ -433,27 +433,29 @@ def _hostile_cases_without_the_test_s_listeners():
 
 
 @pytest.mark.slow
-def test_the_whole_corpus_grades_the_same_both_ways(tmp_path):
-    """Every example (references, release, catalogued mistakes, other styles, precision cases: selftest's plan)
-    and the hostile corpus's self-contained cases: check by check the same with the unchanged demo cells skipped
-    as with every cell run. (The demo class and a bench class: the test above.)"""
+def test_selftest_is_at_100_percent_both_ways_and_the_whole_corpus_grades_the_same(tmp_path):
+    """`autograde selftest --both-ways` on every example (references for two ids, release, catalogued mistakes,
+    other styles, precision cases) plus the hostile corpus's self-contained cases, in one grading each way: the
+    selftest at 100% with the unchanged demo cells skipped and with every cell run, and every result the same
+    check by check. (The demo class and a bench class: the test above.)"""
     from autograder.examples import notebook_with_edits
-    from autograder.tools.selftest import plan
+    from autograder.tools import selftest
     from hostile import corpus
 
-    submissions, seen = [], set()
-    for job in plan(tmp_path / "examples"):  # each notebook once (selftest grades some for two ids)
-        if job.submission.notebook not in seen:
-            seen.add(job.submission.notebook)
-            submissions.append(job.submission)
+    jobs = selftest.plan(tmp_path / "examples")
+    submissions = [job.submission for job in jobs]
     for case in _hostile_cases_without_the_test_s_listeners():
         path = tmp_path / "hostile" / case.name / f"{corpus.ASSIGNMENT}.ipynb"
         path.parent.mkdir(parents=True)
         nbformat.write(notebook_with_edits(corpus.ASSIGNMENT, list(case.edits), list(case.cells)), path)
         submissions.append(Submission(path, corpus.ASSIGNMENT, "hostile-" + case.name))
-    assert len(submissions) >= 220
-    runs = {run_all: grade_batch(submissions, GradingOptions(limits=TEST_LIMITS, run_all_cells=run_all))
-            for run_all in (False, True)}
+    assert len(submissions) >= 250
+    runs = selftest.grade_plan(submissions, both_ways=True, limits=TEST_LIMITS)
+    for run_all, results in runs.items():
+        lines = []
+        verdicts = [selftest.judge(job, result) for job, result in zip(jobs, results)]
+        assert selftest.report(verdicts, assignment_ids(), lines.append), (run_all, "\n".join(lines))
+    assert selftest.differences(submissions, runs) == []
     # demo cells skipped, in the result kept or in a first attempt graded again with every cell
     assert sum(1 for r in runs[False] if r.skipped_cells or "skipped_attempt" in r.timings) >= len(submissions) // 2
     # the engine's rule, result by result: a result graded with skipped cells is kept exactly when every cell that
@@ -471,8 +473,5 @@ def test_the_whole_corpus_grades_the_same_both_ways(tmp_path):
         assert ("skipped_attempt" in fast.timings) == (not clean), s.notebook
         if clean:
             assert fast.skipped_cells == list(skippable), s.notebook
-            kept.add(s.notebook)
+            kept.add((s.notebook, s.student_id))
     assert len(kept) >= 20  # the references, other styles and hostile cases that pass every check
-    different = [(s.notebook.name, s.student_id, a.score, b.score) for s, a, b in zip(submissions, *runs.values())
-                 if a.identity() != b.identity()]
-    assert not different, different

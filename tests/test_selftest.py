@@ -11,11 +11,30 @@ from autograder.assignments import assignment_ids
 ASSIGNMENTS = assignment_ids()
 
 
-@pytest.mark.slow
-def test_selftest_is_at_100_percent():
+# The selftest at 100%, both ways, on the whole corpus: tests/test_cell_skipping.py (one grading each way for both).
+
+
+def test_selftest_both_ways_fails_on_a_result_that_differs(monkeypatch):
+    """`--both-ways` exits 1 and names the submission when a result graded with every cell differs, though each run
+    alone would be judged right."""
+    def graded(submissions, tier=None, both_ways=False, limits=None):
+        def result(s, score):
+            checks = [CheckResult("c1", "p", score > 0, score, 1.0, "", "", {}, None)]
+            return SubmissionResult(s.student_id, s.assignment_id, "graded", score, 1.0,
+                                    [PartResult("p", score, 1.0, checks)])
+        fast = [result(s, 1.0) for s in submissions]
+        every = [result(s, 1.0) for s in submissions]
+        every[0].parts[0].checks[0].diagnosis = "no_sqrt"  # differs check by check, same score
+        return {False: fast, True: every}
+
+    monkeypatch.setattr(selftest, "grade_plan", graded)
+    monkeypatch.setattr(selftest, "judge", lambda job, result: selftest.Verdict(job, True))
     lines = []
-    code = selftest.run_selftest(echo=lines.append)
-    assert code == 0, "\n".join(lines)
+    assert selftest.run_selftest(echo=lines.append, assignment_ids=["rmsnorm"], both_ways=True) == 1
+    assert any(line.startswith("    DIFFERENT rmsnorm") for line in lines), lines
+    assert lines[-1] == "selftest FAILED"
+    lines.clear()
+    assert selftest.run_selftest(echo=lines.append, assignment_ids=["rmsnorm"], both_ways=False) == 0
     assert lines[-1] == "selftest passed: 100%"
 
 

@@ -127,7 +127,7 @@ def test_in_a_fresh_environment_with_the_student_requirements_only(tmp_path):
     python = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     venv = tmp_path / "venv"
     subprocess.run([str(python), "-m", "venv", str(venv)], check=True, timeout=120)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
            "--no-index", "--find-links", str(WHEELHOUSE)]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PIP_CONSTRAINT")}
     env.update(PIP_CONFIG_FILE=os.devnull, JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"),

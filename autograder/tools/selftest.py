@@ -10,7 +10,9 @@
   precision checks, is named as the precision (float32_precision) and nothing else, and keeps >= 85%.
 
 It prints a table (variants caught and named / total, alternatives accepted / total) and exits 1
-below 100% anywhere.
+below 100% anywhere. With `--both-ways` it grades everything twice, with the unchanged demo cells skipped (as
+`autograde grade` does) and with every cell run (`--run-all-cells`): both at 100%, and every result the same check
+by check, or it exits 1 and lists the submissions that differ.
 """
 
 import tempfile
@@ -149,14 +151,41 @@ def report(verdicts: list[Verdict], assignment_ids, echo) -> bool:
     return all_ok
 
 
-def run_selftest(tier: str | None = None, echo=print, assignment_ids=None) -> int:
+def grade_plan(submissions: list[Submission], tier: str | None = None, both_ways: bool = False,
+               limits=None) -> dict[bool, list[SubmissionResult]]:
+    """The results of `submissions`, graded as the CLI grades (unchanged demo cells skipped), and with `both_ways`
+    also with every cell run (--run-all-cells): {run_all_cells: results}."""
+    extra = {} if limits is None else {"limits": limits}
+    return {run_all: grade_batch(submissions, GradingOptions(tier=tier, run_all_cells=run_all, **extra))
+            for run_all in ((False, True) if both_ways else (False,))}
+
+
+def differences(submissions: list[Submission], runs: dict[bool, list[SubmissionResult]]) -> list[str]:
+    """The submissions whose results differ, check by check, with the demo cells skipped and with every cell run."""
+    return [f"{s.assignment_id} {s.notebook.name} ({s.student_id}): scored {a.score:g} skipping, {b.score:g} with "
+            f"every cell" for s, a, b in zip(submissions, runs[False], runs[True]) if a.identity() != b.identity()]
+
+
+def run_selftest(tier: str | None = None, echo=print, assignment_ids=None, both_ways: bool = False) -> int:
+    """Grade the plan and report; with `both_ways`, grade it also with every cell run: both must be at 100% and
+    every result the same check by check (the skipping of unchanged demo cells is a fast path, never a grade)."""
     with tempfile.TemporaryDirectory(prefix="autograde-selftest-") as tmp:
         assignment_ids = assignment_ids or course_assignments()
         jobs = plan(Path(tmp), assignment_ids)
-        results = grade_batch([j.submission for j in jobs], GradingOptions(tier=tier))
-    verdicts = [judge(j, r) for j, r in zip(jobs, results)]
-    ok = report(verdicts, assignment_ids, echo)
-    total = len(verdicts)
-    echo(f"sandbox tier: {results[0].tier}; {sum(v.ok for v in verdicts)}/{total} submissions graded as expected")
+        runs = grade_plan([j.submission for j in jobs], tier, both_ways)
+    ok = True
+    for run_all, results in runs.items():
+        if both_ways:
+            echo("with every cell run (--run-all-cells):" if run_all else "with the unchanged demo cells skipped:")
+        verdicts = [judge(j, r) for j, r in zip(jobs, results)]
+        ok &= report(verdicts, assignment_ids, echo)
+        echo(f"sandbox tier: {results[0].tier}; {sum(v.ok for v in verdicts)}/{len(verdicts)} submissions graded "
+             "as expected")
+    if both_ways:
+        different = differences([j.submission for j in jobs], runs)
+        for line in different:
+            echo(f"    DIFFERENT {line}")
+        echo(f"graded the same both ways: {len(jobs) - len(different)}/{len(jobs)}")
+        ok &= not different
     echo("selftest passed: 100%" if ok else "selftest FAILED")
     return 0 if ok else 1
