@@ -64,6 +64,8 @@ def allow_unsandboxed_nbgrader(course: Path) -> None:
     """The course's switch that lets nbgrader's own Autograde run student code (no sandbox): off by default."""
     with open(course / "nbgrader_config.py", "a", encoding="utf-8") as f:
         f.write("\nc.Autograde.allow_unsandboxed_nbgrader = True\n")
+        # nbgrader's own kernel runs the whole notebook; its default 30 s a cell is short on a loaded 2-core machine
+        f.write("c.ExecutePreprocessor.timeout = 300\n")
 
 
 def autograde(course: Path, *extra: str) -> str:
