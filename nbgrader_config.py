@@ -18,7 +18,8 @@ c.Exchange.root = os.environ.get(
     "NBGRADER_EXCHANGE", os.path.join(os.path.dirname(os.path.abspath(__file__)), "exchange")
 )
 
-# Only the six assignment notebooks; nothing else in assignments/<id>/ goes to students.
+# What goes to students: every file of assignments/<id>/ but these (generate_assignment copies the others, e.g. the
+# checker and the requirements `autograde student-checker` writes there, and release_assignment hands out release/<id>/).
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
 
 # nbgrader's own Autograde (formgrader's button, `nbgrader autograde`) would run student code with no sandbox: here it

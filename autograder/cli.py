@@ -335,7 +335,7 @@ def check(
 ):
     """For students: is the notebook readable and complete, and do its visible self-checks pass? (No hidden checks.)
 
-    The same check as release/check_notebook.py, which students run without this repository."""
+    The same check as check_notebook.py in release/<id>/, which students run without this repository."""
     from autograder import REPO_ROOT
     from autograder.tools.student_check import manifest_from_release, run_check
 
@@ -345,14 +345,20 @@ def check(
 
 @app.command("student-checker")
 def student_checker(
-    out: Path = typer.Option(None, "--out", "-o", help="Where to write it (default: release/check_notebook.py)."),
+    out: Path = typer.Option(None, "--out", "-o", help="Write only the checker, to this file."),
 ):
-    """Write the students' checker (release/check_notebook.py) from release/: no answers, no reference code."""
+    """Write what students need next to each notebook: check_notebook.py (from release/: no answers, no reference
+    code) and student-requirements.txt, into assignments/<id>/ (generate_assignment copies them) and release/<id>/."""
     from autograder import REPO_ROOT
-    from autograder.tools.student_check import write_checker
+    from autograder.tools.student_check import write_checker, write_student_files
 
-    path = write_checker(REPO_ROOT / "release", out or REPO_ROOT / "release" / "check_notebook.py")
-    typer.echo(f"student checker written to {path} (students: python check_notebook.py NOTEBOOK)")
+    if out is not None:
+        typer.echo(f"student checker written to {write_checker(REPO_ROOT / 'release', out)}")
+        return
+    written = write_student_files(REPO_ROOT)
+    folders = sorted({str(p.parent.relative_to(REPO_ROOT)) for p in written})
+    typer.echo(f"check_notebook.py and student-requirements.txt written to {len(folders)} folders "
+               f"({', '.join(folders)}); students: python check_notebook.py NOTEBOOK")
 
 
 @app.command()

@@ -109,8 +109,9 @@ case "${1:-}" in
             nbgrader generate_assignment "$assignment" --force --log-level=WARN
             test -s "release/$assignment/$assignment.ipynb" || { echo "error: release/$assignment not written" >&2; exit 1; }
         done
+        # the checker and the requirements next to each notebook, in assignments/<id>/ and release/<id>/
         autograde student-checker
-        echo "Student notebooks written to release/<assignment>/<assignment>.ipynb, their checker to release/check_notebook.py"
+        echo "Student notebooks written to release/<assignment>/<assignment>.ipynb, with check_notebook.py and student-requirements.txt"
         ;;
     test)
         setup

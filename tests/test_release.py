@@ -147,7 +147,7 @@ def test_nothing_students_get_carries_a_solution_line():
     secret = answer_lines()
     assert len(secret) > 100, "the solution regions were not found"
     got = students_get()
-    assert "release/check_notebook.py" in got and len(got) >= 7
+    assert all(f"release/{a}/check_notebook.py" in got for a in ASSIGNMENTS) and len(got) >= 3 * len(ASSIGNMENTS)
     for name, text in got.items():
         assert not leaked(text, secret), f"{name} contains answer lines: {leaked(text, secret)[:5]}"
 
@@ -156,17 +156,66 @@ def test_the_leak_check_finds_a_planted_line():
     secret = answer_lines()
     line, where = next((line, where) for line, where in secret.items() if where.startswith("solutions/"))
     hand = next(line for line, where in secret.items() if where.endswith(":hand_answers"))
-    checker = students_get()["release/check_notebook.py"]
+    checker = students_get()["release/rmsnorm/check_notebook.py"]
     assert leaked(checker + "\n    x = 1; " + line + "\n" + hand, secret) == sorted(
         f"{s}  [{secret[s]}]" for s in {line, hand})
 
 
 def test_the_committed_checker_is_what_the_build_writes(tmp_path):
+    """In every assignment's folder, release/<id>/ and assignments/<id>/ (which generate_assignment copies to
+    release/<id>/), the checker and the requirements exactly as `autograde student-checker` writes them."""
     from autograder import REPO_ROOT
-    from autograder.tools.student_check import write_checker
+    from autograder.tools.student_check import student_files
 
-    fresh = write_checker(REPO_ROOT / "release", tmp_path / "check_notebook.py").read_text(encoding="utf-8")
-    assert (REPO_ROOT / "release" / "check_notebook.py").read_text(encoding="utf-8") == fresh, \
-        "release/check_notebook.py is stale: run `autograde student-checker` (or bash scripts/dev.sh generate)"
-    assert "import autograder" not in fresh and "from autograder" not in fresh
-    assert "import solutions" not in fresh and "from solutions" not in fresh
+    fresh = student_files(REPO_ROOT)
+    assert sorted(fresh) == ["check_notebook.py", "student-requirements.txt"]
+    for assignment_id in ASSIGNMENTS:
+        for folder in (REPO_ROOT / "release" / assignment_id, REPO_ROOT / "assignments" / assignment_id):
+            for name, text in fresh.items():
+                assert (folder / name).is_file(), f"{folder / name} is missing: run `autograde student-checker`"
+                assert (folder / name).read_text(encoding="utf-8") == text, \
+                    f"{folder / name} is stale: run `autograde student-checker` (or bash scripts/dev.sh generate)"
+    assert not (REPO_ROOT / "release" / "check_notebook.py").exists()  # one place: next to each notebook
+    checker = fresh["check_notebook.py"]
+    assert "import autograder" not in checker and "from autograder" not in checker
+    assert "import solutions" not in checker and "from solutions" not in checker
+    # the requirements as they lie next to the notebook: the install line names the file there
+    assert "-r student-requirements.txt" in fresh["student-requirements.txt"]
+    assert "environment/" not in fresh["student-requirements.txt"]
+    assert (REPO_ROOT / "environment" / "student-requirements.txt").read_text(encoding="utf-8").replace(
+        "environment/student-requirements.txt", "student-requirements.txt") == fresh["student-requirements.txt"]
+
+
+def test_release_assignment_hands_out_the_checker_and_the_requirements(tmp_path):
+    """nbgrader 0.9.6's release_assignment copies the whole release/<id>/ folder: ExchangeReleaseAssignment.copy_files
+    calls Exchange.do_copy(src_path, dest_path), a shutil.copytree filtered only by CourseDirectory.ignore, include
+    and max_file_size (nbgrader/exchange/default/release_assignment.py, exchange.py). That same copy, with this
+    course's nbgrader_config.py, run here on each release folder."""
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from autograder import REPO_ROOT
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO_ROOT)).load_config()
+    release = ExchangeReleaseAssignment(coursedir=CourseDirectory(config=config), config=config)
+    for assignment_id in ASSIGNMENTS:
+        release.do_copy(str(REPO_ROOT / "release" / assignment_id), str(tmp_path / assignment_id))
+        got = sorted(p.name for p in (tmp_path / assignment_id).iterdir())
+        assert got == sorted([f"{assignment_id}.ipynb", "check_notebook.py", "student-requirements.txt"]), got
+        assert (tmp_path / assignment_id / "check_notebook.py").read_bytes() == \
+            (REPO_ROOT / "release" / assignment_id / "check_notebook.py").read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment_id", ASSIGNMENTS)
+def test_generate_assignment_writes_the_student_files_into_release(assignment_id, regenerated_release):
+    """`nbgrader generate_assignment --force` empties release/<id>/ and copies the other files of assignments/<id>/:
+    the checker and the requirements come back with every regeneration, equal to the committed ones."""
+    from autograder import REPO_ROOT
+
+    fresh = regenerated_release[assignment_id].parent
+    committed = REPO_ROOT / "release" / assignment_id
+    assert sorted(p.name for p in fresh.iterdir()) == sorted(p.name for p in committed.iterdir())
+    for name in ("check_notebook.py", "student-requirements.txt"):
+        assert (fresh / name).read_bytes() == (committed / name).read_bytes()

@@ -1,10 +1,12 @@
 """The students' own pre-submission check: release/check_notebook.py (and `autograde check`, the same code).
 
-It is tested as students get it: the committed file, loaded on its own; and, in a fresh virtual environment
-with torch==2.13.0 and the student requirements only, run as a student runs it.
+It is tested as students get it: the committed file next to a notebook (release/<id>/check_notebook.py), loaded on
+its own; with a Python that has nothing but the standard library; and, in a fresh virtual environment with
+torch==2.13.0 and the student requirements only (release/<id>/student-requirements.txt), run as a student runs it.
 """
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -23,7 +25,7 @@ from grading_helpers import edited_notebook
 
 pytestmark = pytest.mark.slow
 
-CHECKER = REPO_ROOT / "release" / "check_notebook.py"
+CHECKER = REPO_ROOT / "release" / "rmsnorm" / "check_notebook.py"  # the same file in every release/<id>/
 WHEELHOUSE = REPO_ROOT / ".venv" / "student-wheelhouse"  # built by scripts/dev.sh from the student requirements
 
 
@@ -83,6 +85,83 @@ def test_an_empty_student_id_is_reported_as_such(monkeypatch):
     assert "学号为空" in hand and lines.index(hand) > first
 
 
+def written_notebook(tmp_path, answer: str | None) -> Path:
+    """gradient_flow's finished work (the source notebook) with its written answer replaced by `answer`."""
+    nb = json.loads(source_notebook("gradient_flow").read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "gradient_flow_observation")
+    assert cell["cell_type"] == "markdown" and "YOUR ANSWER HERE" not in "".join(cell["source"])
+    if answer is not None:
+        cell["source"] = answer
+    path = tmp_path / "gradient_flow.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("answer, done", [
+    ("YOUR ANSWER HERE", False),  # as nbgrader hands it out
+    (["YOUR ANSWER ", "HERE\n", "\n"], False),  # the same, as a list of lines and with blank lines
+    ("   \n", False),  # emptied
+    (None, True),  # the instructor's answer in the source notebook: something written
+    ("梯度在较深的层里变小，因为每层都乘以一个小于 1 的因子。", True),
+])
+def test_an_unanswered_written_part_is_not_done(tmp_path, monkeypatch, answer, done):
+    """In-process, without a kernel: the self-checks are taken as passed, so only the written part decides."""
+    monkeypatch.setattr(checker, "run_self_checks", lambda *args, **kwargs: 0)
+    code, text = check(written_notebook(tmp_path, answer))
+    cells = json.loads(release_notebook("gradient_flow").read_text(encoding="utf-8"))["cells"]
+    number = 1 + next(i for i, c in enumerate(cells)
+                      if c["metadata"].get("nbgrader", {}).get("grade_id") == "gradient_flow_observation")
+    if done:
+        assert code == 0 and "可以提交" in text and "还没有作答" not in text, text
+    else:
+        assert code == 1, text
+        assert f"第 {number} 个单元格（gradient_flow_observation，书面回答，2 分）还没有作答" in text
+        assert "可以提交" not in text and "发现 1 个问题" in text
+
+
+def test_a_written_answer_that_keeps_the_placeholder_gets_a_note(tmp_path, monkeypatch):
+    monkeypatch.setattr(checker, "run_self_checks", lambda *args, **kwargs: 0)
+    code, text = check(written_notebook(tmp_path, "YOUR ANSWER HERE\n\n梯度在较深的层里变小。"))
+    assert code == 0 and "里还留着 YOUR ANSWER HERE" in text and "还没有作答" not in text
+
+
+def test_without_torch_the_self_checks_say_that_torch_is_needed(monkeypatch):
+    """The rest of the requirements present, torch not: in Chinese, what to install; the notebook is not complete."""
+    monkeypatch.setenv("JUPYTERHUB_USER", "alice")
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(checker.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else find_spec(name, *a))
+    code, text = check(source_notebook("rmsnorm"))
+    assert code == 1 and "可以提交" not in text, text
+    assert "无法运行自检" in text and "没有安装 PyTorch（torch）（自检要用 PyTorch 运行你的代码）" in text
+    assert "nbclient" not in text and "python -m pip install torch==2.13.0" in text
+    assert "-r student-requirements.txt" in text
+
+
+def test_with_the_standard_library_only(tmp_path):
+    """This interpreter with -I -S: no site-packages, so no nbformat, nbclient, IPython or torch. A finished and an
+    unfinished notebook are read and checked; the self-checks cannot run, and it says in Chinese what to install."""
+    probe = subprocess.run([sys.executable, "-I", "-S", "-c", "import nbformat"], capture_output=True)
+    assert probe.returncode != 0, "nbformat is importable without site-packages: this test would prove nothing"
+    shutil.copy(CHECKER, tmp_path)
+    shutil.copy(source_notebook("rmsnorm"), tmp_path / "rmsnorm.ipynb")  # finished
+    shutil.copy(release_notebook("gradient_flow"), tmp_path / "gradient_flow.ipynb")  # as handed out
+    outputs = {}
+    for name in ("rmsnorm", "gradient_flow"):
+        done = subprocess.run([sys.executable, "-I", "-S", "check_notebook.py", f"{name}.ipynb"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"]})
+        assert done.returncode == 1 and done.stderr == "", done.stdout + done.stderr
+        assert "Traceback" not in done.stdout and "ModuleNotFoundError" not in done.stdout, done.stdout
+        assert "无法运行自检" in done.stdout and "PyTorch（torch）" in done.stdout and "nbformat" in done.stdout
+        assert "-r student-requirements.txt" in done.stdout and "可以提交" not in done.stdout
+        outputs[name] = done.stdout
+    assert "还没有作答" not in outputs["rmsnorm"] and "语法错误" not in outputs["rmsnorm"]
+    assert "发现 1 个问题" in outputs["rmsnorm"]  # only that the self-checks did not run
+    unfinished = outputs["gradient_flow"]
+    assert "（gradient_flow_observation，书面回答，2 分）还没有作答" in unfinished
+    assert "（norm_stacks_code）还没有作答（仍有 raise NotImplementedError()）" in unfinished
+    assert "语法错误" not in unfinished  # the cells compile without IPython's transformation too
+
+
 def test_a_misspelt_assignment_gets_a_suggestion(tmp_path):
     code, text = check(release_notebook("rmsnorm"), "rmsnrom")
     assert code == 2
@@ -119,7 +198,7 @@ def test_the_checker_as_a_student_runs_it_prints_chinese_only(tmp_path):
 
 
 def test_in_a_fresh_environment_with_the_student_requirements_only(tmp_path):
-    """torch==2.13.0 first, then environment/student-requirements.txt, from a local wheelhouse (no network);
+    """torch==2.13.0 first, then student-requirements.txt as students get it, from a local wheelhouse (no network);
     the checker and a notebook in a folder of their own: nothing of this repository is importable there."""
     if not any(WHEELHOUSE.glob("torch-2.13.0*.whl")):
         pytest.fail(f"no student wheelhouse at {WHEELHOUSE}: bash scripts/dev.sh builds it (pip wheel of the "
@@ -134,7 +213,7 @@ def test_in_a_fresh_environment_with_the_student_requirements_only(tmp_path):
                JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"), JUPYTERHUB_USER="alice")
     subprocess.run([*pip, "torch==2.13.0"], check=True, env=env, timeout=600)
     subprocess.run([*pip, "-c", str(REPO_ROOT / "environment" / "constraints.txt"),
-                    "-r", str(REPO_ROOT / "environment" / "student-requirements.txt")], check=True, env=env, timeout=600)
+                    "-r", str(CHECKER.parent / "student-requirements.txt")], check=True, env=env, timeout=600)
     home = tmp_path / "student"
     home.mkdir()
     shutil.copy(CHECKER, home)
