@@ -61,8 +61,6 @@ def new_course(root: Path, roster: list[tuple[str, str]]) -> Path:
     course.mkdir(parents=True)
     shutil.copy(REPO_ROOT / "nbgrader_config.py", course)
     shutil.copytree(source_notebook("rmsnorm").parent, course / "assignments" / "rmsnorm")
-    (course / "release").mkdir()  # the course folder is the repository: the students' checker is in release/
-    shutil.copy(REPO_ROOT / "release" / "check_notebook.py", course / "release")
     with open(course / "roster.csv", "w", newline="") as f:
         csv.writer(f).writerows([("id", "first_name", "last_name", "email"),
                                  *((sid, sid.title(), "Student", email) for sid, email in roster)])
@@ -77,6 +75,7 @@ def students_submit(root: Path, exchange: Path, env: dict) -> None:
         (home / "nbgrader_config.py").write_text(
             f"c = get_config()\nc.CourseDirectory.course_id = 'gpt2-to-modern'\nc.Exchange.root = {str(exchange)!r}\n")
         run("nbgrader fetch_assignment rmsnorm", home, env)
+        assert {"check_notebook.py", "student-requirements.txt"} <= {p.name for p in (home / "rmsnorm").iterdir()}  # with it
         if answer:
             shutil.copy(answer, home / "rmsnorm" / "rmsnorm.ipynb")
         run(f"nbgrader submit rmsnorm --student={student}", home, env)
