@@ -177,6 +177,13 @@ def test_a_broken_file_is_reported(tmp_path):
     assert code == 1 and "JSON" in text
     code, text = check(tmp_path / "missing.ipynb", "rmsnorm")
     assert code == 1 and "不是一个普通文件" in text
+    path.write_text(json.dumps({"nbformat": 3, "nbformat_minor": 0, "worksheets": [], "metadata": {}}))
+    code, text = check(path)
+    assert code == 1 and "格式版本是 3，不是 4" in text, text
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code"},
+                                                                                        {"cell_type": 7}]}))
+    code, text = check(path)
+    assert code == 1 and "第 2 个单元格的格式不对" in text, text
 
 
 def test_autograde_check_is_the_same_check():
