@@ -184,6 +184,9 @@ def test_a_broken_file_is_reported(tmp_path):
                                                                                         {"cell_type": 7}]}))
     code, text = check(path)
     assert code == 1 and "第 2 个单元格的格式不对" in text, text
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    code, text = check(path)
+    assert code == 1 and "嵌套太深" in text, text
 
 
 def test_autograde_check_is_the_same_check():

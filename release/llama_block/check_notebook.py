@@ -174,11 +174,15 @@ def parse_notebook(text: str) -> dict:
         where = f"，第 {exc.lineno} 行" if hasattr(exc, "lineno") else ""
         raise Unreadable(f"笔记本文件不是有效的 JSON，可能已损坏（{getattr(exc, 'msg', exc)}{where}）；"
                          "请用 Jupyter 重新保存") from None
+    except RecursionError:
+        raise Unreadable("笔记本文件的 JSON 嵌套太深，这不是 Jupyter 保存的笔记本") from None
     if not isinstance(nb, dict) or "nbformat" not in nb:
         raise Unreadable("这不是一个 Jupyter 笔记本文件")
-    if nb.get("nbformat") != 4 or not isinstance(nb.get("cells"), list):
+    if nb.get("nbformat") != 4:
         raise Unreadable(f"笔记本的格式版本是 {nb.get('nbformat')!r}，不是 4：请用 Jupyter 打开并重新保存，"
                          "或者从原始作业重新开始")
+    if not isinstance(nb.get("cells"), list):
+        raise Unreadable("笔记本里没有单元格列表，可能已损坏；请用 Jupyter 重新保存")
     for number, cell in enumerate(nb["cells"], start=1):
         ok = (isinstance(cell, dict) and cell.get("cell_type") in ("code", "markdown", "raw")
               and isinstance(cell.get("metadata", {}), dict)
