@@ -12,9 +12,7 @@ for Debian's python3.11, installed by scripts/dev.sh), the instructor runs nbgra
 import csv
 import io
 import json
-import os
 import pwd
-import secrets
 import shutil
 import subprocess
 import tempfile
@@ -29,19 +27,13 @@ from typer.testing import CliRunner
 from autograder.cli import app
 from autograder.examples import apply_edits, mistakes
 from conftest import run_nbgrader, source_notebook
+from os_users import as_student, give, home_of, os_users, student_config
 
 pytestmark = pytest.mark.slow
 
-STUDENT_PYTHON = Path("/usr/bin/python3.11")
-STUDENT_TOOLS = Path("/opt/autograde/student-tools")
 FAST = ["--cell-timeout", "8", "--probe-timeout", "8"]
 MISTAKE = next(m for m in mistakes("rmsnorm") if m.name == "gamma_missing")
 RUNNER = CliRunner()
-
-if os.geteuid() != 0:
-    pytest.skip("creates OS users for the students: runs only as root (as in CI)", allow_module_level=True)
-if shutil.which("useradd") is None or shutil.which("userdel") is None or shutil.which("runuser") is None:
-    pytest.skip("needs useradd, userdel and runuser to create the student users", allow_module_level=True)
 
 
 def utc_now() -> datetime:
@@ -54,33 +46,9 @@ def stamp(moment: datetime) -> str:
 
 @pytest.fixture(scope="module")
 def students():
-    """Three OS users with their own homes; removed afterwards, whatever happens."""
-    assert STUDENT_PYTHON.exists() and (STUDENT_TOOLS / "nbgrader").is_dir(), \
-        "the students' nbgrader is missing: run `bash scripts/dev.sh test` (it installs /opt/autograde/student-tools)"
-    prefix = "agt" + secrets.token_hex(3)
-    names = [prefix + s for s in "abc"]
-    made = []
-    try:
-        for name in names:
-            subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
-            made.append(name)
+    """Three OS users with their own homes; removed afterwards, whatever happens (skips without root)."""
+    with os_users(list("abc")) as names:
         yield names
-    finally:
-        for name in made:
-            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)  # only that user's processes
-            subprocess.run(["userdel", "-r", name], capture_output=True)
-
-
-def as_student(name: str, args: list[str], check: bool = True) -> subprocess.CompletedProcess:
-    """`nbgrader ARGS` as the student, in their home, with nothing of root's environment."""
-    home = pwd.getpwnam(name).pw_dir
-    env = ["env", "-i", f"HOME={home}", f"USER={name}", f"LOGNAME={name}", "PATH=/usr/bin:/bin", "LANG=C.UTF-8",
-           f"PYTHONPATH={STUDENT_TOOLS}"]
-    done = subprocess.run(["runuser", "-u", name, "--", *env, str(STUDENT_PYTHON), "-m", "nbgrader", *args],
-                          cwd=home, capture_output=True, text=True, timeout=300)
-    if check:
-        assert done.returncode == 0, f"{name}: nbgrader {' '.join(args)} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
-    return done
 
 
 def instructor(args: list[str], course: Path) -> subprocess.CompletedProcess:
@@ -107,8 +75,7 @@ def answered(fetched: Path, edits=()) -> nbformat.NotebookNode:
 
 def write_as(name: str, nb: nbformat.NotebookNode, path: Path) -> None:
     nbformat.write(nb, path)
-    user = pwd.getpwnam(name)
-    os.chown(path, user.pw_uid, user.pw_gid)
+    give(name, path)
 
 
 @pytest.fixture(scope="module")
@@ -140,18 +107,12 @@ def roundtrip(students):
         instructor(["release_assignment", "rmsnorm"], course)
 
         for student in students:  # each student's nbgrader knows the course and the exchange
-            home = Path(pwd.getpwnam(student).pw_dir)
-            subprocess.run(["runuser", "-u", student, "--", "mkdir", "-p", str(home / ".jupyter")], check=True)
-            config = home / ".jupyter" / "nbgrader_config.py"
-            config.write_text(f"c = get_config()\nc.CourseDirectory.course_id = {course_id!r}\n"
-                              f"c.Exchange.root = {str(exchange)!r}\n")
-            user = pwd.getpwnam(student)
-            os.chown(config, user.pw_uid, user.pw_gid)
+            student_config(student, course_id, exchange)
             as_student(student, ["fetch_assignment", "rmsnorm"])
-            fetched = home / "rmsnorm" / "rmsnorm.ipynb"
-            assert fetched.is_file() and fetched.stat().st_uid == user.pw_uid
+            fetched = home_of(student) / "rmsnorm" / "rmsnorm.ipynb"
+            assert fetched.is_file() and fetched.stat().st_uid == pwd.getpwnam(student).pw_uid
 
-        homes = {s: Path(pwd.getpwnam(s).pw_dir) for s in students}
+        homes = {s: home_of(s) for s in students}
         write_as(a, answered(homes[a] / "rmsnorm" / "rmsnorm.ipynb"), homes[a] / "rmsnorm" / "rmsnorm.ipynb")
         write_as(b, answered(homes[b] / "rmsnorm" / "rmsnorm.ipynb", MISTAKE.edits),
                  homes[b] / "rmsnorm" / "rmsnorm.ipynb")
