@@ -2,10 +2,15 @@
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 import typer
 
 from autograder import __version__
+from autograder.intake.late import METHODS as LATE_POLICIES
+from autograder.intake.lms import LAYOUTS
+from autograder.running.sandbox.memory import GUARDS as MEMORY_GUARDS
+from autograder.running.sandbox.tiers import TIERS
 
 from autograder.tools import sync_solutions
 from autograder.assignments import AssignmentRecordError, assignment_ids
@@ -29,6 +34,14 @@ app = typer.Typer(
 
 EXIT_BAD_INPUT = 2  # bad arguments, no such assignment, unreadable folder
 EXIT_NOTHING = 1  # nothing to grade
+# the options with a fixed set of values: parsed as choices, so that `--help` lists them and every command (also
+# `grade --dry-run`) refuses anything else with exit 2 before it does anything
+Executor = Literal["local", "dask"]
+SandboxTier = Literal[TIERS]
+MemoryGuard = Literal[MEMORY_GUARDS]
+LatePolicyName = Literal[LATE_POLICIES]
+Layout = Literal[LAYOUTS]
+
 EXIT_CHECK_BUG = 3  # every result is written, but a check raised on the reference's output too, or its diagnosis raised (a bug of ours)
 
 
@@ -79,15 +92,15 @@ def grade(
     workers: int = typer.Option(None, "--workers", "-j", min=1,
                                 help="Worker processes on this machine (default: the number of cores), or the "
                                      "LocalCluster's workers with --executor dask."),
-    executor: str = typer.Option("local", "--executor", help="local (worker processes here) or dask (a Dask "
+    executor: Executor = typer.Option("local", "--executor", help="local (worker processes here) or dask (a Dask "
                                                              "LocalCluster, or the cluster of --scheduler)."),
     scheduler: str = typer.Option(None, "--scheduler", help="Address of an existing Dask scheduler "
                                                            "(tcp://host:8786); implies --executor dask."),
     gradebook: Path = typer.Option(None, "--gradebook",
                                    help="nbgrader gradebook to write; default: the course's gradebook.db when grading "
                                         "a course's submitted/, else OUT/gradebook.db."),
-    sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier: bubblewrap, landlock or rlimits (default: "
-                                                        "the strongest that works here)."),
+    sandbox: SandboxTier = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works "
+                                                                "here)."),
     allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
                                             help="Fall back to rlimits-only isolation if nothing stronger works."),
     cell_timeout: float = typer.Option(None, help="Seconds per notebook cell (default: what OUT was graded with, "
@@ -102,7 +115,7 @@ def grade(
         None, "--memory-budget", help="Memory for all of one submission's processes together, e.g. 4G, 1536M; "
                                       "over it the submission ends with 内存超出限制 and the batch goes on "
                                       "(default: what OUT was graded with, else 4G)."),
-    memory_guard: str = typer.Option(
+    memory_guard: MemoryGuard = typer.Option(
         "auto", "--memory-guard", help="How the memory budget is enforced: cgroup (a cgroup per sandbox under the "
                                        "grader's own; needs root and the memory controller), watchdog (the grader "
                                        "sums the submission's PSS), or auto (cgroup where it works)."),
@@ -116,9 +129,8 @@ def grade(
         help="Run every cell, as nbgrader does, also the instructor's demo and plot cells a student left unchanged "
              "(skipped by default: they define nothing the grading reads)."),
     # --- hand-in: late policy and exchange checks (autograder.intake.handin); default: the course's nbgrader_config.py
-    late_policy: str = typer.Option(None, "--late-policy",
-                                    help="none, fixed, percent_per_hour or percent_per_day (overrides "
-                                         "c.Autograde.late_policy in nbgrader_config.py)."),
+    late_policy: LatePolicyName = typer.Option(None, "--late-policy",
+                                               help="Overrides c.Autograde.late_policy in nbgrader_config.py."),
     late_points: float = typer.Option(None, "--late-points", help="fixed: points off a late submission."),
     late_percent: float = typer.Option(None, "--late-percent",
                                        help="percent_per_hour/day: percent of the maximum per started hour/day."),
@@ -133,9 +145,8 @@ def grade(
         False, "--release-flagged-feedback",
         help="Also write feedback for submissions whose OS owner is not the student (withheld by default)."),
     # --- LMS downloads and the settings kept in OUT (issue 13)
-    layout: str = typer.Option("auto", "--layout",
-                               help="How --submissions names students: nbgrader, flat, canvas, moodle, or auto "
-                                    "(recognised)."),
+    layout: Layout = typer.Option("auto", "--layout",
+                                  help="How --submissions names students (auto: recognised)."),
     lms_roster: Path = typer.Option(None, "--lms-roster",
                                     help="The LMS's roster export that maps its ids to nbgrader's roster: Canvas's "
                                          "gradebook CSV, or Moodle's grading worksheet CSV."),
@@ -161,10 +172,6 @@ def grade(
 
     from autograder.running.executors import default_workers
 
-    if executor not in ("local", "dask"):
-        fail(f"unknown executor {executor!r}: choose local or dask")
-    if memory_guard not in ("auto", "cgroup", "watchdog"):
-        fail(f"unknown memory guard {memory_guard!r}: choose auto, cgroup or watchdog")
     try:
         budget_bytes = None if memory_budget is None else parse_bytes(memory_budget)
     except ValueError as exc:
@@ -357,7 +364,7 @@ def student_checker(
 
 @app.command()
 def selftest(
-    sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier to test under (default: the strongest)."),
+    sandbox: SandboxTier = typer.Option(None, "--sandbox", help="Isolation tier to test under (default: the strongest)."),
     assignment: list[str] = typer.Option(None, "--assignment", "-a", help="Only these assignments (repeatable)."),
     both_ways: bool = typer.Option(False, "--both-ways", help="Grade everything also with every cell run "
                                    "(--run-all-cells): every result must be the same check by check."),
@@ -377,7 +384,7 @@ def selftest(
 @app.command()
 def demo(
     out: Path = typer.Option(Path("autograde-demo"), "--out", "-o", help="Where to build the sample course."),
-    sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works here)."),
+    sandbox: SandboxTier = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works here)."),
 ):
     """Build a sample course from the bundled example class, grade it, and print where the reports are."""
     from autograder.run import GradingRunError
@@ -395,7 +402,7 @@ def bench(
     students: int = typer.Option(20, "--students", "-n", min=1, help="Synthetic students (each submits every assignment)."),
     assignment: list[str] = typer.Option(None, "--assignment", "-a", help="Only these assignments (repeatable)."),
     workers: int = typer.Option(None, "--workers", "-j", min=1, help="Worker processes (default: the number of cores)."),
-    executor: str = typer.Option("local", "--executor", help="local or dask (a LocalCluster)."),
+    executor: Executor = typer.Option("local", "--executor", help="local or dask (a LocalCluster)."),
     vs_nbgrader: bool = typer.Option(False, "--vs-nbgrader",
                                      help="Also run `nbgrader autograde` on a subset of the same notebooks and print "
                                           "the ratio."),
@@ -404,7 +411,7 @@ def bench(
     run_all_cells: bool = typer.Option(False, "--run-all-cells", help="Run every cell, the unchanged demo cells too."),
     both_ways: bool = typer.Option(False, "--both-ways",
                                    help="Grade the class twice: demo cells skipped, then every cell run."),
-    sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works here)."),
+    sandbox: SandboxTier = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works here)."),
     keep: Path = typer.Option(None, "--keep", help="Build the class and outputs here and keep them."),
 ):
     """Grade a synthetic class (correct, wrong and broken work) and print notebooks/s, median, p95 and peak memory."""
@@ -412,8 +419,6 @@ def bench(
     from autograder.running.executors import default_workers
     from autograder.run import GradingRunError, resolve_assignments
 
-    if executor not in ("local", "dask"):
-        fail(f"unknown executor {executor!r}: choose local or dask")
     try:
         ids = resolve_assignments(assignment or ["all"])
         code = run_bench(students, ids, workers or default_workers(), executor, vs_nbgrader, nbgrader_subset,

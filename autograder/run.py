@@ -289,12 +289,10 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     found, id_flags, blank = _validated_ids(discovery.found)
     discovery.found = found
     discovery.skipped.extend(blank)
-    if opts.dry_run:
-        return RunSummary(out, [], 0, 0, gradebook_path, None, assignment_ids, discovery=discovery)
     record_failures: list[str] = []
-    if not found and not discovery.conflicts and opts.students:
+    if not found and not discovery.conflicts and opts.students and not opts.dry_run:
         raise GradingRunError(_no_such_students(opts, assignment_ids, out, students, roster), exit_code=1)
-    if not found and not discovery.conflicts:
+    if not found and not discovery.conflicts and not opts.dry_run:
         raise GradingRunError(
             f"no submissions of {', '.join(assignment_ids)} in {opts.submissions}: expected nbgrader's layout "
             "<student>/<assignment>/<assignment>.ipynb, .ipynb files named after the student (and assignment), "
@@ -327,7 +325,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     try:  # before anything is graded: a run given other settings than OUT's stops here; what it is not given, it reuses
         settings, settings_changed = run_settings.reconcile(
             out, run_settings.grade_settings(handin_settings.policy, credit, graded(limits)),
-            _given_settings(opts, config_course), opts.accept_new_settings)
+            _given_settings(opts, config_course), opts.accept_new_settings, write=not opts.dry_run)
         stored_limits = settings["limits"]
         limits = replace(limits, **{k: float(stored_limits[k])
                                     for k in ("cell_timeout", "probe_timeout", "submission_timeout")},
@@ -347,6 +345,8 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
         tier = tiers.choose(opts.tier, opts.allow_weak_sandbox)
     except SandboxUnavailable as exc:
         raise GradingRunError(str(exc)) from None
+    if opts.dry_run:  # validated as the real run validates (settings, memory guard, tier); nothing graded or written
+        return RunSummary(out, [], 0, 0, gradebook_path, None, assignment_ids, discovery=discovery)
     keys = {a: grading_key(a, tier, graded_limits, opts.convention_credit, secret, run_all_cells=opts.run_all_cells)
             for a in assignment_ids}
     found_by_key = {(f.student_id, f.assignment_id): f for f in found}
