@@ -71,3 +71,25 @@ def test_a_dry_run_refuses_the_settings_the_run_refuses(args, fragment, tmp_path
     real, dry = RUNNER.invoke(app, command), RUNNER.invoke(app, [*command, "--dry-run"])
     assert real.exit_code == dry.exit_code == 2, (real.output, dry.output)
     assert fragment in plain(real.output) and plain(dry.output) == plain(real.output)
+
+
+def test_grade_help_is_in_panels_without_type_labels_and_ends_with_the_exit_statuses():
+    from autograder import cli
+
+    raw = RUNNER.invoke(app, ["grade", "--help"], env={"COLUMNS": "250"}).output
+    panels = re.findall(r"╭─ (.+?) ─", raw)
+    assert panels == ["Arguments", cli.PANEL_WHAT, cli.PANEL_WHERE, cli.PANEL_POLICY, cli.PANEL_LIMITS,
+                      cli.PANEL_SANDBOX, cli.PANEL_SCALE, "Help"]
+    for option, panel in (("--submissions", cli.PANEL_WHAT), ("--out", cli.PANEL_WHERE),
+                          ("--late-policy", cli.PANEL_POLICY), ("--cell-timeout", cli.PANEL_LIMITS),
+                          ("--sandbox", cli.PANEL_SANDBOX), ("--workers", cli.PANEL_SCALE)):
+        assert option in raw.split(f"╭─ {panel} ─", 1)[1].split("╰", 1)[0], (option, panel)
+    text = plain(raw)
+    assert "<bool>" not in text and "<list[" not in text
+    assert "--student ID" in text and "--force Regrade" in text
+    statuses = text.split("Exit status", 1)[1]
+    for code in ("0 grading ran", "1 nothing to grade", "2 bad use", "3 every result is written", "130 interrupted"):
+        assert code in statuses
+    for command in (["--help"], ["selftest", "--help"], ["report", "--help"], ["bench", "--help"]):
+        other = plain(RUNNER.invoke(app, command, env={"COLUMNS": "250"}).output)
+        assert "Usage:" in other and "<bool>" not in other and "<list[" not in other, command
