@@ -205,9 +205,14 @@ def grade(
     executor: Executor = typer.Option("local", "--executor", help="local (worker processes here) or dask (a Dask "
                                                              "LocalCluster, or the cluster of --scheduler).", rich_help_panel=PANEL_SCALE),
     scheduler: str = typer.Option(None, "--scheduler", help="Address of an existing Dask scheduler "
-                                                           "(tcp://host:8786); implies --executor dask.", rich_help_panel=PANEL_SCALE),):
+                                                           "(tcp://host:8786); implies --executor dask.", rich_help_panel=PANEL_SCALE),
+    progress_interval: float = typer.Option(
+        None, "--progress-interval", min=0.0,
+        help="Seconds between progress lines when the output is not a terminal (a log file, CI; a terminal shows a "
+             "bar): default $AUTOGRADE_PROGRESS_INTERVAL, else 10; 0: none.", rich_help_panel=PANEL_SCALE),
+):
     """Grade submissions: results.json, grades.csv, one report per student, summary.html, and the gradebook."""
-    from autograder.run import GradingRunError, RunOptions, run_grading
+    from autograder.run import GradingInterrupted, GradingRunError, RunOptions, interrupted_message, run_grading
     from autograder.intake.handin import HandInOptions
 
     handin = HandInOptions(late_policy=late_policy, late_points=late_points, late_percent=late_percent,
@@ -231,9 +236,15 @@ def grade(
                          layout=layout, lms_roster=lms_roster, dry_run=dry_run, accept_new_settings=accept_new_settings,
                          course=course)
     try:
-        summary = run_grading(options, progress=not dry_run)
+        summary = run_grading(options, progress=not dry_run, progress_interval=progress_interval)
+    except GradingInterrupted as exc:
+        typer.secho(str(exc), fg=typer.colors.YELLOW, err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
     except GradingRunError as exc:
         fail(str(exc), exc.exit_code)
+    except KeyboardInterrupt:  # before grading or after it: every result kept is in OUT already
+        typer.secho(interrupted_message(out), fg=typer.colors.YELLOW, err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
     if dry_run:
         found = summary.discovery.found
         typer.echo(f"dry run ({summary.discovery.layout} layout): {len(found)} submission(s) would be graded, "
@@ -412,6 +423,10 @@ def selftest(
     assignment: list[str] = typer.Option(None, "--assignment", "-a", metavar="ID", help="Only these assignments (repeatable)."),
     both_ways: bool = typer.Option(False, "--both-ways", help="Grade everything also with every cell run "
                                    "(--run-all-cells): every result must be the same check by check."),
+    progress_interval: float = typer.Option(
+        None, "--progress-interval", min=0.0,
+        help="Seconds between progress lines when the output is not a terminal (a log file, CI; a terminal shows a "
+             "bar): default $AUTOGRADE_PROGRESS_INTERVAL, else 10; 0: none."),
 ):
     """Grade every reference notebook (must be full marks), every release notebook (must be 0), every catalogued
     mistake (named), every other correct style and precision case; exit 1 below 100%."""
@@ -422,7 +437,8 @@ def selftest(
         ids = resolve_assignments(assignment or ["all"])
     except GradingRunError as error:
         fail(str(error))
-    raise typer.Exit(run_selftest(tier=sandbox, assignment_ids=ids, both_ways=both_ways))
+    raise typer.Exit(run_selftest(tier=sandbox, assignment_ids=ids, both_ways=both_ways, progress=True,
+                                  progress_interval=progress_interval))
 
 
 @app.command(cls=_Command)

@@ -37,6 +37,7 @@ from autograder.running.jobs import GradingOptions, Submission
 from autograder.intake.handin import (HandInError, HandInOptions, HandInSettings, facts as handin_facts, load_settings,
                                      submission_timeout, with_penalty)
 from autograder.recording.locking import LockedError, run_locks
+from autograder.progress import Progress
 from autograder.recording.outputs import (ResultStore, atomic_write, nbgrader_folder_name, notebook_digest, write_grades_csv,
                                 write_results_json)
 from autograder.reporting.feedback import write_feedback, write_report
@@ -62,6 +63,21 @@ class GradingRunError(Exception):
     def __init__(self, message: str, exit_code: int = 2):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class GradingInterrupted(GradingRunError):
+    """Ctrl-C during a run: what was graded is kept; the message says how much, and how to go on."""
+
+    def __init__(self, out: Path, graded_now: int | None = None):
+        super().__init__(interrupted_message(out, graded_now), exit_code=130)
+
+
+def interrupted_message(out: Path, graded_now: int | None = None) -> str:
+    """One line: the results kept in OUT (`graded_now` of them by the interrupted run), and how to grade the rest."""
+    stored = len(list((Path(out) / "results").glob("*/*.json")))
+    now = f"{graded_now} graded by this run, " if graded_now is not None else ""
+    return (f"interrupted: {now}{stored} result(s) kept in {Path(out) / 'results'}; run the same command again "
+            "(with or without --resume) to grade the rest: what is kept is not graded again")
 
 
 @dataclass
@@ -239,8 +255,9 @@ def resolve_assignments(names: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
-    """Find, grade, record and export, holding the locks of OUT and of the gradebook (a second run stops)."""
+def run_grading(opts: RunOptions, progress: bool = False, progress_interval: float | None = None) -> RunSummary:
+    """Find, grade, record and export, holding the locks of OUT and of the gradebook (a second run stops).
+    `progress`: a bar on a terminal, else a line every `progress_interval` seconds (autograder.progress)."""
     assignment_ids = resolve_assignments(opts.assignments)
     if not Path(opts.submissions).exists():  # before OUT is made: a mistyped path leaves nothing behind
         raise GradingRunError(f"{opts.submissions}: no such file or directory; pass the folder that holds the "
@@ -254,7 +271,7 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
     gradebook_path = Path(opts.gradebook or (course / "gradebook.db" if course else out / "gradebook.db"))
     try:
         with run_locks(f"autograde grade {' '.join(assignment_ids)}", out, gradebook_path):
-            return _run_grading(opts, assignment_ids, out, course, gradebook_path, progress)
+            return _run_grading(opts, assignment_ids, out, course, gradebook_path, progress, progress_interval)
     except LockedError as exc:
         raise GradingRunError(str(exc)) from None
 
@@ -281,7 +298,7 @@ def _discover(opts: RunOptions, assignment_ids: list[str], out: Path, students: 
 
 
 def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course: Path | None, gradebook_path: Path,
-                 progress: bool) -> RunSummary:
+                 progress: bool, progress_interval: float | None = None) -> RunSummary:
     state = ClassState.load(out)
     students = gradebook_students(gradebook_path)
     roster = roster_of(students, state.added_students)
@@ -432,7 +449,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             restored.add(key)
 
     with _closing(grader), CourseGradebook(gradebook_path) as gb, gb.batch(), \
-            _progress(progress, len(todo)) as advance:
+            Progress(len(todo), "grading", progress_interval, enabled=progress) as advance:
         # what recording a result needs from the gradebook, read for the whole class at once (one read per
         # submission costs about 20 ms), before grading: it travels with the jobs
         manual: dict[str, dict] = {}
@@ -509,9 +526,12 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             """Record one result; whatever fails while recording it is that submission's error, not the run's."""
             recorder.add(pending(result, digest, cache_key))
 
+        delivered = [0]  # results of this run's grading handed to the recorder
+
         def record_graded(result: SubmissionResult, rendered: dict | None = None) -> None:
             """A result as it comes from grading: finished and rendered there from its recording facts (then only
             its gradebook writes and its files are left), else recorded as any result."""
+            delivered[0] += 1
             key = (result.student_id, result.assignment_id)
             files = checked(rendered, result, digests[key], cache_keys[key]) \
                 if rendered is not None and key in digests else None
@@ -520,7 +540,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             else:
                 recorder.add(Pending(result, lambda: into_gradebook(gb, result),
                                      lambda: write_files(result, None, None, files)))
-            advance(result)
+            advance(safe_text(f"{result.student_id}/{result.assignment_id}", 200))
 
         def recording_facts(f: FoundSubmission) -> dict | None:
             """What finishing `f`'s result needs, known before it is graded (autograder.recording.rendered); None:
@@ -545,6 +565,13 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
         except (SandboxUnavailable, SandboxEnvironmentError, ExecutorError) as exc:
             recorder.flush()  # what was graded before stays graded
             raise GradingRunError(str(exc)) from None
+        except KeyboardInterrupt:  # Ctrl-C: what was graded is kept (a second Ctrl-C waits until it is)
+            previous = _ignore_sigint()
+            try:
+                recorder.interrupted()
+            finally:
+                _restore_sigint(previous)
+            raise GradingInterrupted(out, delivered[0] - len(record_failures)) from None
         # results kept from an earlier run: their hand-in (a due date, an extension, the policy) may have changed
         for key, f in found_by_key.items():
             if key in digests:
@@ -973,6 +1000,22 @@ def import_roster(course: Path, roster_csv: Path) -> None:
         raise GradingRunError(f"nbgrader db student import failed: {done.stderr[-500:]}")
 
 
+def _ignore_sigint():
+    import signal
+
+    try:
+        return signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: nothing to hold back
+        return None
+
+
+def _restore_sigint(previous) -> None:
+    import signal
+
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
+
+
 @contextlib.contextmanager
 def _closing(grader: "Grader | None"):
     try:
@@ -980,29 +1023,3 @@ def _closing(grader: "Grader | None"):
     finally:
         if grader is not None:
             grader.close()
-
-
-class _progress:
-    """A rich progress bar over the submissions (or nothing, for the API)."""
-
-    def __init__(self, enabled: bool, total: int):
-        self.enabled, self.total = enabled, total
-
-    def __enter__(self):
-        if not self.enabled or self.total == 0:
-            return lambda result: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.bar = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                            TextColumn("{task.description}"))
-        self.bar.start()
-        task = self.bar.add_task("", total=self.total)
-
-        def advance(result):
-            self.bar.update(task, advance=1, description=f"{result.student_id}/{result.assignment_id}")
-
-        return advance
-
-    def __exit__(self, *exc):
-        if getattr(self, "bar", None) is not None:
-            self.bar.stop()

@@ -93,3 +93,106 @@ def test_grade_help_is_in_panels_without_type_labels_and_ends_with_the_exit_stat
     for command in (["--help"], ["selftest", "--help"], ["report", "--help"], ["bench", "--help"]):
         other = plain(RUNNER.invoke(app, command, env={"COLUMNS": "250"}).output)
         assert "Usage:" in other and "<bool>" not in other and "<list[" not in other, command
+
+
+def test_progress_lines_when_the_output_is_not_a_terminal(monkeypatch):
+    import io
+    import time
+
+    from autograder import progress
+
+    monkeypatch.setenv(progress.ENV, "0.5")
+    assert progress.default_interval() == 0.5
+    monkeypatch.setenv(progress.ENV, "soon")
+    assert progress.default_interval() == progress.DEFAULT_INTERVAL
+    log = io.StringIO()
+    with progress.Progress(4, "grading", 0.5, stream=log) as advance:
+        advance("alice/rmsnorm")
+        time.sleep(1.2)
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 2 and all(re.fullmatch(r"grading: 1/4 done \(25%\), 0:0\d elapsed, last: alice/rmsnorm", line)
+                                   for line in lines), lines
+    quiet = io.StringIO()
+    with progress.Progress(4, "grading", 0, stream=quiet) as advance:  # 0: no lines
+        advance("alice/rmsnorm")
+        time.sleep(0.6)
+    assert quiet.getvalue() == ""
+
+
+def test_selftest_shows_progress(monkeypatch):
+    import time
+
+    from autograder.recording.results import SubmissionResult
+    from autograder.tools import selftest
+
+    def graded(submissions, tier=None, both_ways=False, limits=None, on_result=None):
+        results = []
+        for s in submissions:  # about 1.5 s in all: three lines at 0.5 s
+            time.sleep(1.5 / len(submissions))
+            results.append(SubmissionResult(s.student_id, s.assignment_id, "graded", 1.0, 1.0, [], tier="rlimits"))
+            on_result(results[-1])
+        return {False: results}
+
+    monkeypatch.setattr(selftest, "grade_plan", graded)
+    monkeypatch.setattr(selftest, "judge", lambda job, result: selftest.Verdict(job, True))
+    result = RUNNER.invoke(app, ["selftest", "-a", "rmsnorm", "--progress-interval", "0.5"])
+    lines = [line for line in result.output.splitlines() if line.startswith("selftest: ")]
+    assert len(lines) >= 2 and re.match(r"selftest: \d+/\d+ done \(\d+%\), 0:0\d elapsed, last: rmsnorm ", lines[-1])
+    assert "submissions graded as expected" in result.output
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_what_was_graded_and_says_how_to_go_on_with_progress_in_the_log(tmp_path):
+    """One small real run into a log file (not a terminal): progress lines every 0.5 s; Ctrl-C (SIGINT to the
+    run's process group, as a terminal sends it) while the last submission sleeps in a cell: exit 130, one line
+    with what is kept and how to go on, and the two finished results kept."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import nbformat
+
+    from conftest import release_notebook, source_notebook
+    from hostile.watch import leftover_pool_processes
+
+    sub = tmp_path / "submitted"
+    sub.mkdir()
+    (sub / "a1.ipynb").write_bytes(source_notebook("rmsnorm").read_bytes())
+    (sub / "a2.ipynb").write_bytes(release_notebook("rmsnorm").read_bytes())
+    sleeper = nbformat.read(release_notebook("rmsnorm"), as_version=4)
+    sleeper.cells.append(nbformat.v4.new_code_cell("import time\ntime.sleep(150)"))
+    nbformat.write(sleeper, sub / "zz.ipynb")  # graded last (one worker, in the order found)
+    out, log = tmp_path / "out", tmp_path / "log.txt"
+    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")
+    env.pop(  # the interval is the option's, not the environment's
+        "AUTOGRADE_PROGRESS_INTERVAL", None)
+    with open(log, "w") as stdout:
+        proc = subprocess.Popen([sys.executable, "-m", "autograder.cli", "grade", "rmsnorm", "--submissions", str(sub),
+                                 "--out", str(out), "--workers", "1", "--cell-timeout", "200", "--probe-timeout", "8",
+                                 "--progress-interval", "0.5"], env=env, stdout=stdout, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while "grading: 2/3 done" not in log.read_text() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert "grading: 2/3 done" in log.read_text(), log.read_text()[-2000:]
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stderr[-2000:]
+    said = [line for line in stderr.splitlines() if line.startswith("interrupted:")]
+    assert said == [f"interrupted: 2 graded by this run, 2 result(s) kept in {out / 'results'}; run the same command "
+                    "again (with or without --resume) to grade the rest: what is kept is not graded again"], stderr
+    kept = sorted(p.parent.name for p in (out / "results").glob("*/*.json"))
+    assert kept == ["a1", "a2"]
+    assert {json.loads(p.read_text())["status"] for p in (out / "results").glob("*/*.json")} == {"graded"}
+    progress = [line for line in log.read_text().splitlines() if line.startswith("grading: ")]
+    assert len(progress) >= 2 and "Traceback" not in stderr
+    time.sleep(1)
+    assert leftover_pool_processes() == {}
