@@ -36,7 +36,7 @@ from autograder.running.executors import (WORKER_MEMORY_BYTES, Executor, Executo
 from autograder.running.jobs import GradingOptions, Submission
 from autograder.intake.handin import (HandInError, HandInOptions, HandInSettings, facts as handin_facts, load_settings,
                                      submission_timeout, with_penalty)
-from autograder.recording.locking import LockedError, run_locks
+from autograder.recording.locking import LockedError, gradebook_lock, out_lock, run_locks
 from autograder.progress import Progress
 from autograder.recording.outputs import (ResultStore, atomic_write, nbgrader_folder_name, notebook_digest, write_grades_csv,
                                 write_results_json)
@@ -263,6 +263,7 @@ def run_grading(opts: RunOptions, progress: bool = False, progress_interval: flo
         raise GradingRunError(f"{opts.submissions}: no such file or directory; pass the folder that holds the "
                               "submissions (nbgrader's submitted/), a folder of .ipynb files, or a .zip")
     out = Path(opts.out)
+    made = _first_missing(out)  # OUT (and the folders above it) this run makes: unmade if it ends with nothing there
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -274,6 +275,41 @@ def run_grading(opts: RunOptions, progress: bool = False, progress_interval: flo
             return _run_grading(opts, assignment_ids, out, course, gradebook_path, progress, progress_interval)
     except LockedError as exc:
         raise GradingRunError(str(exc)) from None
+    finally:
+        if made is not None:
+            _unmake(out, made, gradebook_path)
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of `path` (itself included) that does not exist yet; None if it exists."""
+    missing = None
+    while not path.exists() and path != path.parent:
+        missing, path = path, path.parent
+    return missing
+
+
+def _unmake(out: Path, top: Path, gradebook: Path) -> None:
+    """OUT made by a run that wrote nothing there (a dry run, nothing found, a setting refused): its lock files
+    removed, and OUT and the folders made for it up to `top`, if they are empty then."""
+    locks = {out_lock(out), gradebook_lock(gradebook)}
+    try:
+        if any(entry not in locks for entry in out.iterdir()):
+            return
+        for lock in locks:
+            if lock.parent == out:
+                lock.unlink(missing_ok=True)
+        folder = out
+        while True:
+            folder.rmdir()  # only an empty one
+            if folder == top:
+                return
+            folder = folder.parent
+    except OSError:
+        return
+
+
+def _no_results(out: Path, what: str = "results") -> GradingRunError:
+    return GradingRunError(f"no stored {what} in {out / 'results'}: run `autograde grade` first", exit_code=1)
 
 
 def gradebook_students(gradebook_path: Path) -> dict[str, dict]:
@@ -885,6 +921,10 @@ def rerender(out: Path, course: Path | None = None, notes: list[str] | None = No
     """Reports, summary and exports again from OUT/results/, without grading; the roster from the course's
     gradebook (--course), else the gradebook the last `grade` used, else the roster it saw."""
     out = Path(out)
+    if not (out / "results").is_dir():  # nothing to re-render: OUT is not made (nor a lock file in it)
+        raise _no_results(out)
+    if course is not None and not Path(course).is_dir():
+        raise GradingRunError(f"--course {course}: no such folder")
     try:
         with run_locks("autograde report", out, (course / "gradebook.db") if course else None):
             return _rerender(out, course, notes if notes is not None else [])
@@ -896,7 +936,7 @@ def _rerender(out: Path, course: Path | None, notes: list[str]) -> int:
     store = ResultStore(out)
     results = store.all()
     if not results:
-        raise GradingRunError(f"no stored results in {out / 'results'}: run `autograde grade` first", exit_code=1)
+        raise _no_results(out)
     state = ClassState.load(out)
     gradebook = (course / "gradebook.db") if course else Path(state.gradebook) if state.gradebook else out / "gradebook.db"
     students = gradebook_students(gradebook)
@@ -918,6 +958,8 @@ def forget(out: Path, student_id: str, assignment: str, dry_run: bool = False) -
     used; the exports rebuilt. Returns what was (or with `dry_run`, would be) removed."""
     (assignment_id,) = resolve_assignments([assignment])
     out = Path(out)
+    if not (out / "results").is_dir():  # nothing to forget: OUT is not made
+        raise GradingRunError(f"no stored result of {student_id}/{assignment_id} in {out / 'results'}", exit_code=1)
     try:
         with run_locks("autograde forget", out):
             store = ResultStore(out)
@@ -964,6 +1006,8 @@ def fill_lms_gradebook(out: Path, assignment: str, lms_gradebook: Path, column: 
     OUT/lms/<its name>; its students mapped to the roster as `--lms-roster` maps them."""
     (assignment_id,) = resolve_assignments([assignment])
     out = Path(out)
+    if not (out / "results").is_dir():  # nothing to fill in: OUT is not made
+        raise GradingRunError(f"no stored results of {assignment_id} in {out / 'results'}: grade it first", exit_code=1)
     try:
         with run_locks("autograde lms-grades", out):
             results = ResultStore(out).all()

@@ -196,3 +196,38 @@ def test_ctrl_c_keeps_what_was_graded_and_says_how_to_go_on_with_progress_in_the
     assert len(progress) >= 2 and "Traceback" not in stderr
     time.sleep(1)
     assert leftover_pool_processes() == {}
+
+
+def test_no_command_makes_out_when_it_has_nothing_to_do_there(tmp_path):
+    from conftest import release_notebook
+
+    missing = tmp_path / "no" / "such" / "out"
+    (tmp_path / "lms.csv").write_text("Student,ID\n")
+    for args, code, fragment in [
+        (["report", "--out", str(missing)], 1, "no stored results"),
+        (["forget", "alice", "rmsnorm", "--out", str(missing)], 1, "no stored result of alice/rmsnorm"),
+        (["forget", "alice", "rmsnorm", "--out", str(missing), "--dry-run"], 1, "no stored result"),
+        (["lms-grades", "rmsnorm", "--lms-gradebook", str(tmp_path / "lms.csv"), "--out", str(missing)], 1,
+         "no stored results of rmsnorm"),
+    ]:
+        result = RUNNER.invoke(app, args)
+        assert result.exit_code == code and fragment in plain(result.output), (args, result.output)
+        assert not (tmp_path / "no").exists(), args
+    (missing / "results").mkdir(parents=True)  # an OUT of no results, and a course folder that is not there
+    result = RUNNER.invoke(app, ["report", "--out", str(missing), "--course", str(tmp_path / "course")])
+    assert result.exit_code == 2 and "no such folder" in plain(result.output)
+    assert not (tmp_path / "course").exists() and sorted(p.name for p in missing.iterdir()) == ["results"]
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = RUNNER.invoke(app, ["grade", "rmsnorm", "--submissions", str(empty), "--out", str(tmp_path / "o1" / "o")])
+    assert result.exit_code == 1 and "no submissions" in plain(result.output)
+    (empty / "alice.ipynb").write_bytes(release_notebook("rmsnorm").read_bytes())
+    result = RUNNER.invoke(app, ["grade", "rmsnorm", "--submissions", str(empty), "--out", str(tmp_path / "o2"),
+                                 "--dry-run"])
+    assert result.exit_code == 0 and "1 submission(s) would be graded" in result.output, result.output
+    existing = tmp_path / "o3"
+    existing.mkdir()
+    result = RUNNER.invoke(app, ["grade", "rmsnorm", "--submissions", str(empty), "--out", str(existing), "--dry-run"])
+    assert result.exit_code == 0 and existing.is_dir()  # a folder that was there stays
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "lms.csv", "no", "o3"]
