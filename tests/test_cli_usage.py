@@ -108,9 +108,11 @@ def test_progress_lines_when_the_output_is_not_a_terminal(monkeypatch):
     log = io.StringIO()
     with progress.Progress(4, "grading", 0.5, stream=log) as advance:
         advance("alice/rmsnorm")
-        time.sleep(1.2)
+        deadline = time.monotonic() + 30  # two lines, however slowly a loaded machine wakes the printer
+        while log.getvalue().count("\n") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
     lines = log.getvalue().splitlines()
-    assert len(lines) == 2 and all(re.fullmatch(r"grading: 1/4 done \(25%\), 0:0\d elapsed, last: alice/rmsnorm", line)
+    assert len(lines) >= 2 and all(re.fullmatch(r"grading: 1/4 done \(25%\), \d+:\d\d elapsed, last: alice/rmsnorm", line)
                                    for line in lines), lines
     quiet = io.StringIO()
     with progress.Progress(4, "grading", 0, stream=quiet) as advance:  # 0: no lines
@@ -127,8 +129,8 @@ def test_selftest_shows_progress(monkeypatch):
 
     def graded(submissions, tier=None, both_ways=False, limits=None, on_result=None):
         results = []
-        for s in submissions:  # about 1.5 s in all: three lines at 0.5 s
-            time.sleep(1.5 / len(submissions))
+        for s in submissions:  # about 3 s in all: some six lines at 0.5 s
+            time.sleep(3.0 / len(submissions))
             results.append(SubmissionResult(s.student_id, s.assignment_id, "graded", 1.0, 1.0, [], tier="rlimits"))
             on_result(results[-1])
         return {False: results}
@@ -137,7 +139,7 @@ def test_selftest_shows_progress(monkeypatch):
     monkeypatch.setattr(selftest, "judge", lambda job, result: selftest.Verdict(job, True))
     result = RUNNER.invoke(app, ["selftest", "-a", "rmsnorm", "--progress-interval", "0.5"])
     lines = [line for line in result.output.splitlines() if line.startswith("selftest: ")]
-    assert len(lines) >= 2 and re.match(r"selftest: \d+/\d+ done \(\d+%\), 0:0\d elapsed, last: rmsnorm ", lines[-1])
+    assert len(lines) >= 2 and re.match(r"selftest: \d+/\d+ done \(\d+%\), \d+:\d\d elapsed, last: rmsnorm ", lines[-1])
     assert "submissions graded as expected" in result.output
 
 
