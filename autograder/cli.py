@@ -59,14 +59,6 @@ app = typer.Typer(
 
 EXIT_BAD_INPUT = 2  # bad arguments, no such assignment, unreadable folder
 EXIT_NOTHING = 1  # nothing to grade
-# the options with a fixed set of values: parsed as choices, so that `--help` lists them and every command (also
-# `grade --dry-run`) refuses anything else with exit 2 before it does anything
-Executor = Literal["local", "dask"]
-SandboxTier = Literal[TIERS]
-MemoryGuard = Literal[MEMORY_GUARDS]
-LatePolicyName = Literal[LATE_POLICIES]
-Layout = Literal[LAYOUTS]
-
 EXIT_CHECK_BUG = 3  # every result is written, but a check raised on the reference's output too, or its diagnosis raised (a bug of ours)
 EXIT_INTERRUPTED = 130  # Ctrl-C: what was graded is kept (128 + SIGINT, as shells report it)
 # `grade --help` ends with them (the README's "Exit status" says the same)
@@ -81,6 +73,14 @@ EXIT_STATUSES = "\n\n".join([
     f"{EXIT_INTERRUPTED}  interrupted (Ctrl-C): what was graded is kept; the same command grades the rest",
 ])
 
+
+# the options with a fixed set of values: parsed as choices, so that `--help` lists them and every command (also
+# `grade --dry-run`) refuses anything else with exit 2 before it does anything
+Executor = Literal["local", "dask"]
+SandboxTier = Literal[TIERS]
+MemoryGuard = Literal[MEMORY_GUARDS]
+LatePolicyName = Literal[LATE_POLICIES]
+Layout = Literal[LAYOUTS]
 
 # `grade --help` in panels, in the order a run is thought through
 PANEL_WHAT = "What to grade"
@@ -129,56 +129,70 @@ def grade(
     submissions: Path = typer.Option(..., "--submissions", "-s",
                                      help="nbgrader's submitted/ folder (or the course folder), a folder of .ipynb "
                                           "files, or an LMS .zip.", rich_help_panel=PANEL_WHAT),
-    student: list[str] = typer.Option(None, "--student", metavar="ID", help="Grade only these students (repeatable).", rich_help_panel=PANEL_WHAT),
+    student: list[str] = typer.Option(None, "--student", metavar="ID", help="Grade only these students (repeatable).",
+                                      rich_help_panel=PANEL_WHAT),
     run_all_cells: bool = typer.Option(
         False, "--run-all-cells",
         help="Run every cell, as nbgrader does, also the instructor's demo and plot cells a student left unchanged "
              "(skipped by default: they define nothing the grading reads).", rich_help_panel=PANEL_WHAT),
     layout: Layout = typer.Option("auto", "--layout",
-                                  help="How --submissions names students (auto: recognised).", rich_help_panel=PANEL_WHAT),
+                                  help="How --submissions names students (auto: recognised).",
+                                  rich_help_panel=PANEL_WHAT),
     lms_roster: Path = typer.Option(None, "--lms-roster",
                                     help="The LMS's roster export that maps its ids to nbgrader's roster: Canvas's "
-                                         "gradebook CSV, or Moodle's grading worksheet CSV.", rich_help_panel=PANEL_WHAT),
+                                         "gradebook CSV, or Moodle's grading worksheet CSV.",
+                                         rich_help_panel=PANEL_WHAT),
     dry_run: bool = typer.Option(False, "--dry-run",
                                  help="Print what would be graded (student, assignment, file, how the id was found) "
                                       "and what would be skipped; grade nothing.", rich_help_panel=PANEL_WHAT),
     course: Path = typer.Option(
         None, "--course", help="The course folder whose nbgrader_config.py holds the settings (late policy, limits, "
                                "time zone) when --submissions is not its submitted/ (an LMS zip, a folder); default: "
-                               "the --gradebook's folder, else the current folder, if it holds nbgrader_config.py.", rich_help_panel=PANEL_WHAT),
-    out: Path = typer.Option(Path("autograde-out"), "--out", "-o", help="Where results, reports and CSV go.", rich_help_panel=PANEL_WHERE),
+                               "the --gradebook's folder, else the current folder, if it holds nbgrader_config.py.",
+                               rich_help_panel=PANEL_WHAT),
+    out: Path = typer.Option(Path("autograde-out"), "--out", "-o", help="Where results, reports and CSV go.",
+                             rich_help_panel=PANEL_WHERE),
     gradebook: Path = typer.Option(None, "--gradebook",
                                    help="nbgrader gradebook to write; default: the course's gradebook.db when grading "
                                         "a course's submitted/, else OUT/gradebook.db.", rich_help_panel=PANEL_WHERE),
     release_flagged_feedback: bool = typer.Option(
         False, "--release-flagged-feedback",
-        help="Also write feedback for submissions whose OS owner is not the student (withheld by default).", rich_help_panel=PANEL_WHERE),
+        help="Also write feedback for submissions whose OS owner is not the student (withheld by default).",
+        rich_help_panel=PANEL_WHERE),
     resume: bool = typer.Option(False, "--resume", help="Kept for scripts: what is unchanged since it was graded in OUT "
-                                                        "is never graded again (see --force).", rich_help_panel=PANEL_POLICY),
+                                                        "is never graded again (see --force).",
+                                                        rich_help_panel=PANEL_POLICY),
     force: bool = typer.Option(False, "--force", help="Regrade everything, even submissions unchanged since they were "
-                                                      "graded under the same checks, grader version and limits.", rich_help_panel=PANEL_POLICY),
+                                                      "graded under the same checks, grader version and limits.",
+                                                      rich_help_panel=PANEL_POLICY),
     convention_credit: float = typer.Option(
         None, min=0.0, max=1.0,
         help="Share of a check's points kept when it fails only by another convention (RoPE half-split pairing, "
              "the chapter's h % num_kv_heads GQA mapping); the report explains the pinned convention either way "
              "(default: what OUT was graded with, else 0).", rich_help_panel=PANEL_POLICY),
     late_policy: LatePolicyName = typer.Option(None, "--late-policy",
-                                               help="Overrides c.Autograde.late_policy in nbgrader_config.py.", rich_help_panel=PANEL_POLICY),
-    late_points: float = typer.Option(None, "--late-points", help="fixed: points off a late submission.", rich_help_panel=PANEL_POLICY),
+                                               help="Overrides c.Autograde.late_policy in nbgrader_config.py.",
+                                               rich_help_panel=PANEL_POLICY),
+    late_points: float = typer.Option(None, "--late-points", help="fixed: points off a late submission.",
+                                      rich_help_panel=PANEL_POLICY),
     late_percent: float = typer.Option(None, "--late-percent",
-                                       help="percent_per_hour/day: percent of the maximum per started hour/day.", rich_help_panel=PANEL_POLICY),
+                                       help="percent_per_hour/day: percent of the maximum per started hour/day.",
+                                       rich_help_panel=PANEL_POLICY),
     late_cap_percent: float = typer.Option(None, "--late-cap-percent",
-                                           help="The total late penalty at most this percent of the maximum.", rich_help_panel=PANEL_POLICY),
-    exchange: Path = typer.Option(None, "--exchange", help="nbgrader's exchange root (default: c.Exchange.root).", rich_help_panel=PANEL_POLICY),
-    course_id: str = typer.Option(None, "--course-id", help="The course id (default: c.CourseDirectory.course_id).", rich_help_panel=PANEL_POLICY),
+                                           help="The total late penalty at most this percent of the maximum.",
+                                           rich_help_panel=PANEL_POLICY),
+    exchange: Path = typer.Option(None, "--exchange", help="nbgrader's exchange root (default: c.Exchange.root).",
+                                  rich_help_panel=PANEL_POLICY),
+    course_id: str = typer.Option(None, "--course-id", help="The course id (default: c.CourseDirectory.course_id).",
+                                  rich_help_panel=PANEL_POLICY),
     time_tolerance: float = typer.Option(None, "--time-tolerance",
                                          help="Seconds timestamp.txt may differ from when the exchange saw the "
                                               "submission land (default 120).", rich_help_panel=PANEL_POLICY),
     accept_new_settings: bool = typer.Option(
         False, "--accept-new-settings",
         help="Grade under the settings this run is given (options, nbgrader_config.py) where they differ from "
-             "OUT/settings.json (which they replace); settings not given are always OUT's.", rich_help_panel=PANEL_POLICY),
-
+             "OUT/settings.json (which they replace); settings not given are always OUT's.",
+             rich_help_panel=PANEL_POLICY),
     cell_timeout: float = typer.Option(None, help="Seconds per notebook cell (default: what OUT was graded with, "
                                                   "else 30).", rich_help_panel=PANEL_LIMITS),
     probe_timeout: float = typer.Option(None, help="Seconds per check's call into student code (default: what OUT "
@@ -194,18 +208,22 @@ def grade(
     memory_guard: MemoryGuard = typer.Option(
         "auto", "--memory-guard", help="How the memory budget is enforced: cgroup (a cgroup per sandbox under the "
                                        "grader's own; needs root and the memory controller), watchdog (the grader "
-                                       "sums the submission's PSS), or auto (cgroup where it works).", rich_help_panel=PANEL_LIMITS),
+                                       "sums the submission's PSS), or auto (cgroup where it works).",
+                                       rich_help_panel=PANEL_LIMITS),
     sandbox: SandboxTier = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works "
                                                                 "here).", rich_help_panel=PANEL_SANDBOX),
     allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
-                                            help="Fall back to rlimits-only isolation if nothing stronger works.", rich_help_panel=PANEL_SANDBOX),
+                                            help="Fall back to rlimits-only isolation if nothing stronger works.",
+                                            rich_help_panel=PANEL_SANDBOX),
     workers: int = typer.Option(None, "--workers", "-j", min=1,
                                 help="Worker processes on this machine (default: the number of cores), or the "
                                      "LocalCluster's workers with --executor dask.", rich_help_panel=PANEL_SCALE),
     executor: Executor = typer.Option("local", "--executor", help="local (worker processes here) or dask (a Dask "
-                                                             "LocalCluster, or the cluster of --scheduler).", rich_help_panel=PANEL_SCALE),
+                                                             "LocalCluster, or the cluster of --scheduler).",
+                                                             rich_help_panel=PANEL_SCALE),
     scheduler: str = typer.Option(None, "--scheduler", help="Address of an existing Dask scheduler "
-                                                           "(tcp://host:8786); implies --executor dask.", rich_help_panel=PANEL_SCALE),
+                                                           "(tcp://host:8786); implies --executor dask.",
+                                                           rich_help_panel=PANEL_SCALE),
     progress_interval: float = typer.Option(
         None, "--progress-interval", min=0.0,
         help="Seconds between progress lines when the output is not a terminal (a log file, CI; a terminal shows a "
