@@ -2,10 +2,15 @@
 
 import sys
 from pathlib import Path
+from typing import Literal
 
 import typer
 
 from autograder import __version__
+from autograder.intake.late import METHODS as LATE_POLICIES
+from autograder.intake.lms import LAYOUTS
+from autograder.running.sandbox.memory import GUARDS as MEMORY_GUARDS
+from autograder.running.sandbox.tiers import TIERS
 
 from autograder.tools import sync_solutions
 from autograder.assignments import AssignmentRecordError, assignment_ids
@@ -20,7 +25,32 @@ def _course_help() -> str:
     return f"Grade the chapter's {len(ids)} assignments ({', '.join(ids)})."
 
 
+class _Help:
+    """Help without type labels where the option says it all: `--force`, not `--force <bool>`; a list's items are
+    named by the option (`--student ID`), not `<list[str]>`."""
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+            elif param.metavar is None and param.display_type(ctx).startswith("<list["):
+                param.display_type_rich = lambda ctx: None  # an argument: its name column says `assignments...`
+        if params and any(getattr(p, "rich_help_panel", None) for p in params[:-1]):
+            params[-1].rich_help_panel = "Help"  # --help last, after the command's own panels
+        return params
+
+
+class _Command(_Help, typer.core.TyperCommand):
+    pass
+
+
+class _Group(_Help, typer.core.TyperGroup):
+    pass
+
+
 app = typer.Typer(
+    cls=_Group,
     help=_course_help(),
     no_args_is_help=True,
     add_completion=False,
@@ -30,6 +60,35 @@ app = typer.Typer(
 EXIT_BAD_INPUT = 2  # bad arguments, no such assignment, unreadable folder
 EXIT_NOTHING = 1  # nothing to grade
 EXIT_CHECK_BUG = 3  # every result is written, but a check raised on the reference's output too, or its diagnosis raised (a bug of ours)
+EXIT_INTERRUPTED = 130  # Ctrl-C: what was graded is kept (128 + SIGINT, as shells report it)
+# `grade --help` ends with them (the README's "Exit status" says the same)
+EXIT_STATUSES = "\n\n".join([
+    "[b]Exit status[/b]",
+    "0  grading ran, whatever the scores",
+    "1  nothing to grade (no submissions found, no such student)",
+    "2  bad use: arguments, no such assignment or folder, bad settings, settings that differ from "
+    "OUT/settings.json, another run holding the lock",
+    "3  every result is written, but a check failed on the reference too or its diagnosis raised (or a result "
+    "could not be recorded): fix the check and grade again",
+    f"{EXIT_INTERRUPTED}  interrupted (Ctrl-C): what was graded is kept; the same command grades the rest",
+])
+
+
+# the options with a fixed set of values: parsed as choices, so that `--help` lists them and every command (also
+# `grade --dry-run`) refuses anything else with exit 2 before it does anything
+Executor = Literal["local", "dask"]
+SandboxTier = Literal[TIERS]
+MemoryGuard = Literal[MEMORY_GUARDS]
+LatePolicyName = Literal[LATE_POLICIES]
+Layout = Literal[LAYOUTS]
+
+# `grade --help` in panels, in the order a run is thought through
+PANEL_WHAT = "What to grade"
+PANEL_WHERE = "Where to write"
+PANEL_POLICY = "Policy: lateness, hand-in checks, credit, regrading"
+PANEL_LIMITS = "Limits per submission"
+PANEL_SANDBOX = "Sandbox"
+PANEL_SCALE = "Scale and progress"
 
 
 def _print_version(value: bool):
@@ -64,95 +123,114 @@ def fail(message: str, code: int = EXIT_BAD_INPUT):
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(cls=_Command, epilog=EXIT_STATUSES)
 def grade(
     assignments: list[str] = typer.Argument(..., help="Assignment ids to grade, or `all`."),
     submissions: Path = typer.Option(..., "--submissions", "-s",
                                      help="nbgrader's submitted/ folder (or the course folder), a folder of .ipynb "
-                                          "files, or an LMS .zip."),
-    out: Path = typer.Option(Path("autograde-out"), "--out", "-o", help="Where results, reports and CSV go."),
-    student: list[str] = typer.Option(None, "--student", help="Grade only these students (repeatable)."),
-    resume: bool = typer.Option(False, "--resume", help="Kept for scripts: what is unchanged since it was graded in OUT "
-                                                        "is never graded again (see --force)."),
-    force: bool = typer.Option(False, "--force", help="Regrade everything, even submissions unchanged since they were "
-                                                      "graded under the same checks, grader version and limits."),
-    workers: int = typer.Option(None, "--workers", "-j", min=1,
-                                help="Worker processes on this machine (default: the number of cores), or the "
-                                     "LocalCluster's workers with --executor dask."),
-    executor: str = typer.Option("local", "--executor", help="local (worker processes here) or dask (a Dask "
-                                                             "LocalCluster, or the cluster of --scheduler)."),
-    scheduler: str = typer.Option(None, "--scheduler", help="Address of an existing Dask scheduler "
-                                                           "(tcp://host:8786); implies --executor dask."),
+                                          "files, or an LMS .zip.", rich_help_panel=PANEL_WHAT),
+    student: list[str] = typer.Option(None, "--student", metavar="ID", help="Grade only these students (repeatable).",
+                                      rich_help_panel=PANEL_WHAT),
+    run_all_cells: bool = typer.Option(
+        False, "--run-all-cells",
+        help="Run every cell, as nbgrader does, also the instructor's demo and plot cells a student left unchanged "
+             "(skipped by default: they define nothing the grading reads).", rich_help_panel=PANEL_WHAT),
+    layout: Layout = typer.Option("auto", "--layout",
+                                  help="How --submissions names students (auto: recognised).",
+                                  rich_help_panel=PANEL_WHAT),
+    lms_roster: Path = typer.Option(None, "--lms-roster",
+                                    help="The LMS's roster export that maps its ids to nbgrader's roster: Canvas's "
+                                         "gradebook CSV, or Moodle's grading worksheet CSV.",
+                                         rich_help_panel=PANEL_WHAT),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="Print what would be graded (student, assignment, file, how the id was found) "
+                                      "and what would be skipped; grade nothing.", rich_help_panel=PANEL_WHAT),
+    course: Path = typer.Option(
+        None, "--course", help="The course folder whose nbgrader_config.py holds the settings (late policy, limits, "
+                               "time zone) when --submissions is not its submitted/ (an LMS zip, a folder); default: "
+                               "the --gradebook's folder, else the current folder, if it holds nbgrader_config.py.",
+                               rich_help_panel=PANEL_WHAT),
+    out: Path = typer.Option(Path("autograde-out"), "--out", "-o", help="Where results, reports and CSV go.",
+                             rich_help_panel=PANEL_WHERE),
     gradebook: Path = typer.Option(None, "--gradebook",
                                    help="nbgrader gradebook to write; default: the course's gradebook.db when grading "
-                                        "a course's submitted/, else OUT/gradebook.db."),
-    sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier: bubblewrap, landlock or rlimits (default: "
-                                                        "the strongest that works here)."),
-    allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
-                                            help="Fall back to rlimits-only isolation if nothing stronger works."),
-    cell_timeout: float = typer.Option(None, help="Seconds per notebook cell (default: what OUT was graded with, "
-                                                  "else 30)."),
-    probe_timeout: float = typer.Option(None, help="Seconds per check's call into student code (default: what OUT "
-                                                   "was graded with, else 30)."),
-    submission_timeout: float = typer.Option(
-        None, "--submission-timeout", help="Seconds of wall clock for one whole submission: cells, restarts after a "
-                                           "crash, replays and checks (default: c.Autograde.submission_timeout, "
-                                           "else what OUT was graded with, else 300)."),
-    memory_budget: str | None = typer.Option(
-        None, "--memory-budget", help="Memory for all of one submission's processes together, e.g. 4G, 1536M; "
-                                      "over it the submission ends with 内存超出限制 and the batch goes on "
-                                      "(default: what OUT was graded with, else 4G)."),
-    memory_guard: str = typer.Option(
-        "auto", "--memory-guard", help="How the memory budget is enforced: cgroup (a cgroup per sandbox under the "
-                                       "grader's own; needs root and the memory controller), watchdog (the grader "
-                                       "sums the submission's PSS), or auto (cgroup where it works)."),
+                                        "a course's submitted/, else OUT/gradebook.db.", rich_help_panel=PANEL_WHERE),
+    release_flagged_feedback: bool = typer.Option(
+        False, "--release-flagged-feedback",
+        help="Also write feedback for submissions whose OS owner is not the student (withheld by default).",
+        rich_help_panel=PANEL_WHERE),
+    resume: bool = typer.Option(False, "--resume", help="Kept for scripts: what is unchanged since it was graded in OUT "
+                                                        "is never graded again (see --force).",
+                                                        rich_help_panel=PANEL_POLICY),
+    force: bool = typer.Option(False, "--force", help="Regrade everything, even submissions unchanged since they were "
+                                                      "graded under the same checks, grader version and limits.",
+                                                      rich_help_panel=PANEL_POLICY),
     convention_credit: float = typer.Option(
         None, min=0.0, max=1.0,
         help="Share of a check's points kept when it fails only by another convention (RoPE half-split pairing, "
              "the chapter's h % num_kv_heads GQA mapping); the report explains the pinned convention either way "
-             "(default: what OUT was graded with, else 0)."),
-    run_all_cells: bool = typer.Option(
-        False, "--run-all-cells",
-        help="Run every cell, as nbgrader does, also the instructor's demo and plot cells a student left unchanged "
-             "(skipped by default: they define nothing the grading reads)."),
-    # --- hand-in: late policy and exchange checks (autograder.intake.handin); default: the course's nbgrader_config.py
-    late_policy: str = typer.Option(None, "--late-policy",
-                                    help="none, fixed, percent_per_hour or percent_per_day (overrides "
-                                         "c.Autograde.late_policy in nbgrader_config.py)."),
-    late_points: float = typer.Option(None, "--late-points", help="fixed: points off a late submission."),
+             "(default: what OUT was graded with, else 0).", rich_help_panel=PANEL_POLICY),
+    late_policy: LatePolicyName = typer.Option(None, "--late-policy",
+                                               help="Overrides c.Autograde.late_policy in nbgrader_config.py.",
+                                               rich_help_panel=PANEL_POLICY),
+    late_points: float = typer.Option(None, "--late-points", help="fixed: points off a late submission.",
+                                      rich_help_panel=PANEL_POLICY),
     late_percent: float = typer.Option(None, "--late-percent",
-                                       help="percent_per_hour/day: percent of the maximum per started hour/day."),
+                                       help="percent_per_hour/day: percent of the maximum per started hour/day.",
+                                       rich_help_panel=PANEL_POLICY),
     late_cap_percent: float = typer.Option(None, "--late-cap-percent",
-                                           help="The total late penalty at most this percent of the maximum."),
-    exchange: Path = typer.Option(None, "--exchange", help="nbgrader's exchange root (default: c.Exchange.root)."),
-    course_id: str = typer.Option(None, "--course-id", help="The course id (default: c.CourseDirectory.course_id)."),
+                                           help="The total late penalty at most this percent of the maximum.",
+                                           rich_help_panel=PANEL_POLICY),
+    exchange: Path = typer.Option(None, "--exchange", help="nbgrader's exchange root (default: c.Exchange.root).",
+                                  rich_help_panel=PANEL_POLICY),
+    course_id: str = typer.Option(None, "--course-id", help="The course id (default: c.CourseDirectory.course_id).",
+                                  rich_help_panel=PANEL_POLICY),
     time_tolerance: float = typer.Option(None, "--time-tolerance",
                                          help="Seconds timestamp.txt may differ from when the exchange saw the "
-                                              "submission land (default 120)."),
-    release_flagged_feedback: bool = typer.Option(
-        False, "--release-flagged-feedback",
-        help="Also write feedback for submissions whose OS owner is not the student (withheld by default)."),
-    # --- LMS downloads and the settings kept in OUT (issue 13)
-    layout: str = typer.Option("auto", "--layout",
-                               help="How --submissions names students: nbgrader, flat, canvas, moodle, or auto "
-                                    "(recognised)."),
-    lms_roster: Path = typer.Option(None, "--lms-roster",
-                                    help="The LMS's roster export that maps its ids to nbgrader's roster: Canvas's "
-                                         "gradebook CSV, or Moodle's grading worksheet CSV."),
-    dry_run: bool = typer.Option(False, "--dry-run",
-                                 help="Print what would be graded (student, assignment, file, how the id was found) "
-                                      "and what would be skipped; grade nothing."),
-    course: Path = typer.Option(
-        None, "--course", help="The course folder whose nbgrader_config.py holds the settings (late policy, limits, "
-                               "time zone) when --submissions is not its submitted/ (an LMS zip, a folder); default: "
-                               "the --gradebook's folder, else the current folder, if it holds nbgrader_config.py."),
+                                              "submission land (default 120).", rich_help_panel=PANEL_POLICY),
     accept_new_settings: bool = typer.Option(
         False, "--accept-new-settings",
         help="Grade under the settings this run is given (options, nbgrader_config.py) where they differ from "
-             "OUT/settings.json (which they replace); settings not given are always OUT's."),
+             "OUT/settings.json (which they replace); settings not given are always OUT's.",
+             rich_help_panel=PANEL_POLICY),
+    cell_timeout: float = typer.Option(None, help="Seconds per notebook cell (default: what OUT was graded with, "
+                                                  "else 30).", rich_help_panel=PANEL_LIMITS),
+    probe_timeout: float = typer.Option(None, help="Seconds per check's call into student code (default: what OUT "
+                                                   "was graded with, else 30).", rich_help_panel=PANEL_LIMITS),
+    submission_timeout: float = typer.Option(
+        None, "--submission-timeout", help="Seconds of wall clock for one whole submission: cells, restarts after a "
+                                           "crash, replays and checks (default: c.Autograde.submission_timeout, "
+                                           "else what OUT was graded with, else 300).", rich_help_panel=PANEL_LIMITS),
+    memory_budget: str | None = typer.Option(
+        None, "--memory-budget", help="Memory for all of one submission's processes together, e.g. 4G, 1536M; "
+                                      "over it the submission ends with 内存超出限制 and the batch goes on "
+                                      "(default: what OUT was graded with, else 4G).", rich_help_panel=PANEL_LIMITS),
+    memory_guard: MemoryGuard = typer.Option(
+        "auto", "--memory-guard", help="How the memory budget is enforced: cgroup (a cgroup per sandbox under the "
+                                       "grader's own; needs root and the memory controller), watchdog (the grader "
+                                       "sums the submission's PSS), or auto (cgroup where it works).",
+                                       rich_help_panel=PANEL_LIMITS),
+    sandbox: SandboxTier = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works "
+                                                                "here).", rich_help_panel=PANEL_SANDBOX),
+    allow_weak_sandbox: bool = typer.Option(False, "--allow-weak-sandbox",
+                                            help="Fall back to rlimits-only isolation if nothing stronger works.",
+                                            rich_help_panel=PANEL_SANDBOX),
+    workers: int = typer.Option(None, "--workers", "-j", min=1,
+                                help="Worker processes on this machine (default: the number of cores), or the "
+                                     "LocalCluster's workers with --executor dask.", rich_help_panel=PANEL_SCALE),
+    executor: Executor = typer.Option("local", "--executor", help="local (worker processes here) or dask (a Dask "
+                                                             "LocalCluster, or the cluster of --scheduler).",
+                                                             rich_help_panel=PANEL_SCALE),
+    scheduler: str = typer.Option(None, "--scheduler", help="Address of an existing Dask scheduler "
+                                                           "(tcp://host:8786); implies --executor dask.",
+                                                           rich_help_panel=PANEL_SCALE),
+    progress_interval: float = typer.Option(
+        None, "--progress-interval", min=0.0,
+        help="Seconds between progress lines when the output is not a terminal (a log file, CI; a terminal shows a "
+             "bar): default $AUTOGRADE_PROGRESS_INTERVAL, else 10; 0: none.", rich_help_panel=PANEL_SCALE),
 ):
     """Grade submissions: results.json, grades.csv, one report per student, summary.html, and the gradebook."""
-    from autograder.run import GradingRunError, RunOptions, run_grading
+    from autograder.run import GradingInterrupted, GradingRunError, RunOptions, interrupted_message, run_grading
     from autograder.intake.handin import HandInOptions
 
     handin = HandInOptions(late_policy=late_policy, late_points=late_points, late_percent=late_percent,
@@ -161,10 +239,6 @@ def grade(
 
     from autograder.running.executors import default_workers
 
-    if executor not in ("local", "dask"):
-        fail(f"unknown executor {executor!r}: choose local or dask")
-    if memory_guard not in ("auto", "cgroup", "watchdog"):
-        fail(f"unknown memory guard {memory_guard!r}: choose auto, cgroup or watchdog")
     try:
         budget_bytes = None if memory_budget is None else parse_bytes(memory_budget)
     except ValueError as exc:
@@ -180,9 +254,15 @@ def grade(
                          layout=layout, lms_roster=lms_roster, dry_run=dry_run, accept_new_settings=accept_new_settings,
                          course=course)
     try:
-        summary = run_grading(options, progress=not dry_run)
+        summary = run_grading(options, progress=not dry_run, progress_interval=progress_interval)
+    except GradingInterrupted as exc:
+        typer.secho(str(exc), fg=typer.colors.YELLOW, err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
     except GradingRunError as exc:
         fail(str(exc), exc.exit_code)
+    except KeyboardInterrupt:  # before grading or after it: every result kept is in OUT already
+        typer.secho(interrupted_message(out), fg=typer.colors.YELLOW, err=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
     if dry_run:
         found = summary.discovery.found
         typer.echo(f"dry run ({summary.discovery.layout} layout): {len(found)} submission(s) would be graded, "
@@ -201,7 +281,7 @@ def grade(
         raise typer.Exit(EXIT_CHECK_BUG)
 
 
-@app.command()
+@app.command(cls=_Command)
 def extension(
     assignment: str = typer.Argument(..., help="Assignment id."),
     student: str = typer.Argument(..., help="Student id."),
@@ -256,7 +336,7 @@ def extension(
                + (f"; due {display.format(due + length)}" if due else "; the assignment has no due date yet"))
 
 
-@app.command()
+@app.command(cls=_Command)
 def report(
     out: Path = typer.Option(Path("autograde-out"), "--out", "-o", help="The output folder of an earlier `grade`."),
     course: Path = typer.Option(None, "--course", help="Also write nbgrader feedback into this course folder."),
@@ -274,7 +354,7 @@ def report(
     typer.echo(f"re-rendered {count} reports in {out / 'reports'} and {out / 'summary.html'}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def forget(
     student: str = typer.Argument(..., help="The student id, as in grades.csv."),
     assignment: str = typer.Argument(..., help="The assignment id."),
@@ -294,7 +374,7 @@ def forget(
     typer.echo("nothing removed (--dry-run)" if dry_run else f"{student}/{assignment} forgotten; exports rebuilt in {out}")
 
 
-@app.command("lms-grades")
+@app.command("lms-grades", cls=_Command)
 def lms_grades(
     assignment: str = typer.Argument(..., help="Assignment id whose scores go into the LMS's gradebook."),
     lms_gradebook: Path = typer.Option(..., "--lms-gradebook",
@@ -327,7 +407,7 @@ def lms_grades(
             typer.echo(f"  ... {len(feedback.without)} without a report in all")
 
 
-@app.command()
+@app.command(cls=_Command)
 def check(
     notebook: Path = typer.Argument(..., help="Your notebook, before you submit it."),
     assignment: str = typer.Option(None, "--assignment", "-a", help="Assignment id (default: from the file name)."),
@@ -343,7 +423,7 @@ def check(
     raise typer.Exit(code)
 
 
-@app.command("student-checker")
+@app.command("student-checker", cls=_Command)
 def student_checker(
     out: Path = typer.Option(None, "--out", "-o", help="Write only the checker, to this file."),
 ):
@@ -361,12 +441,16 @@ def student_checker(
                f"({', '.join(folders)}); students: python check_notebook.py NOTEBOOK")
 
 
-@app.command()
+@app.command(cls=_Command)
 def selftest(
-    sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier to test under (default: the strongest)."),
-    assignment: list[str] = typer.Option(None, "--assignment", "-a", help="Only these assignments (repeatable)."),
+    sandbox: SandboxTier = typer.Option(None, "--sandbox", help="Isolation tier to test under (default: the strongest)."),
+    assignment: list[str] = typer.Option(None, "--assignment", "-a", metavar="ID", help="Only these assignments (repeatable)."),
     both_ways: bool = typer.Option(False, "--both-ways", help="Grade everything also with every cell run "
                                    "(--run-all-cells): every result must be the same check by check."),
+    progress_interval: float = typer.Option(
+        None, "--progress-interval", min=0.0,
+        help="Seconds between progress lines when the output is not a terminal (a log file, CI; a terminal shows a "
+             "bar): default $AUTOGRADE_PROGRESS_INTERVAL, else 10; 0: none."),
 ):
     """Grade every reference notebook (must be full marks), every release notebook (must be 0), every catalogued
     mistake (named), every other correct style and precision case; exit 1 below 100%."""
@@ -377,13 +461,14 @@ def selftest(
         ids = resolve_assignments(assignment or ["all"])
     except GradingRunError as error:
         fail(str(error))
-    raise typer.Exit(run_selftest(tier=sandbox, assignment_ids=ids, both_ways=both_ways))
+    raise typer.Exit(run_selftest(tier=sandbox, assignment_ids=ids, both_ways=both_ways, progress=True,
+                                  progress_interval=progress_interval))
 
 
-@app.command()
+@app.command(cls=_Command)
 def demo(
     out: Path = typer.Option(Path("autograde-demo"), "--out", "-o", help="Where to build the sample course."),
-    sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works here)."),
+    sandbox: SandboxTier = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works here)."),
 ):
     """Build a sample course from the bundled example class, grade it, and print where the reports are."""
     from autograder.run import GradingRunError
@@ -396,12 +481,12 @@ def demo(
     summary.print()
 
 
-@app.command()
+@app.command(cls=_Command)
 def bench(
     students: int = typer.Option(20, "--students", "-n", min=1, help="Synthetic students (each submits every assignment)."),
-    assignment: list[str] = typer.Option(None, "--assignment", "-a", help="Only these assignments (repeatable)."),
+    assignment: list[str] = typer.Option(None, "--assignment", "-a", metavar="ID", help="Only these assignments (repeatable)."),
     workers: int = typer.Option(None, "--workers", "-j", min=1, help="Worker processes (default: the number of cores)."),
-    executor: str = typer.Option("local", "--executor", help="local or dask (a LocalCluster)."),
+    executor: Executor = typer.Option("local", "--executor", help="local or dask (a LocalCluster)."),
     vs_nbgrader: bool = typer.Option(False, "--vs-nbgrader",
                                      help="Also run `nbgrader autograde` on a subset of the same notebooks and print "
                                           "the ratio."),
@@ -410,7 +495,7 @@ def bench(
     run_all_cells: bool = typer.Option(False, "--run-all-cells", help="Run every cell, the unchanged demo cells too."),
     both_ways: bool = typer.Option(False, "--both-ways",
                                    help="Grade the class twice: demo cells skipped, then every cell run."),
-    sandbox: str = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works here)."),
+    sandbox: SandboxTier = typer.Option(None, "--sandbox", help="Isolation tier (default: the strongest that works here)."),
     keep: Path = typer.Option(None, "--keep", help="Build the class and outputs here and keep them."),
 ):
     """Grade a synthetic class (correct, wrong and broken work) and print notebooks/s, median, p95 and peak memory."""
@@ -418,8 +503,6 @@ def bench(
     from autograder.running.executors import default_workers
     from autograder.run import GradingRunError, resolve_assignments
 
-    if executor not in ("local", "dask"):
-        fail(f"unknown executor {executor!r}: choose local or dask")
     try:
         ids = resolve_assignments(assignment or ["all"])
         code = run_bench(students, ids, workers or default_workers(), executor, vs_nbgrader, nbgrader_subset,
@@ -429,7 +512,7 @@ def bench(
     raise typer.Exit(code)
 
 
-@app.command("sync-solutions")
+@app.command("sync-solutions", cls=_Command)
 def sync_solutions_command(
     check_only: bool = typer.Option(False, "--check", help="Only report cells that differ; exit 1 if any do."),
 ):
@@ -437,7 +520,7 @@ def sync_solutions_command(
     raise typer.Exit(sync_solutions.main(["--check"] if check_only else []))
 
 
-@app.command("sandbox-setup")
+@app.command("sandbox-setup", cls=_Command)
 def sandbox_setup():
     """Build the sandbox's own Python environment (torch, numpy, matplotlib; nothing of the course)."""
     from autograder.running.sandbox import environment, tiers
@@ -447,7 +530,7 @@ def sandbox_setup():
     typer.echo(f"isolation tiers that work here: {', '.join(tiers.available())}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def version():
     """Print the grader version."""
     typer.echo(__version__)

@@ -36,7 +36,8 @@ from autograder.running.executors import (WORKER_MEMORY_BYTES, Executor, Executo
 from autograder.running.jobs import GradingOptions, Submission
 from autograder.intake.handin import (HandInError, HandInOptions, HandInSettings, facts as handin_facts, load_settings,
                                      submission_timeout, with_penalty)
-from autograder.recording.locking import LockedError, run_locks
+from autograder.recording.locking import LockedError, gradebook_lock, out_lock, run_locks
+from autograder.progress import Progress
 from autograder.recording.outputs import (ResultStore, atomic_write, nbgrader_folder_name, notebook_digest, write_grades_csv,
                                 write_results_json)
 from autograder.reporting.feedback import write_feedback, write_report
@@ -62,6 +63,21 @@ class GradingRunError(Exception):
     def __init__(self, message: str, exit_code: int = 2):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class GradingInterrupted(GradingRunError):
+    """Ctrl-C during a run: what was graded is kept; the message says how much, and how to go on."""
+
+    def __init__(self, out: Path, graded_now: int | None = None):
+        super().__init__(interrupted_message(out, graded_now), exit_code=130)
+
+
+def interrupted_message(out: Path, graded_now: int | None = None) -> str:
+    """One line: the results kept in OUT (`graded_now` of them by the interrupted run), and how to grade the rest."""
+    stored = len(list((Path(out) / "results").glob("*/*.json")))
+    now = f"{graded_now} graded by this run, " if graded_now is not None else ""
+    return (f"interrupted: {now}{stored} result(s) kept in {Path(out) / 'results'}; run the same command again "
+            "(with or without --resume) to grade the rest: what is kept is not graded again")
 
 
 @dataclass
@@ -239,13 +255,15 @@ def resolve_assignments(names: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
-    """Find, grade, record and export, holding the locks of OUT and of the gradebook (a second run stops)."""
+def run_grading(opts: RunOptions, progress: bool = False, progress_interval: float | None = None) -> RunSummary:
+    """Find, grade, record and export, holding the locks of OUT and of the gradebook (a second run stops).
+    `progress`: a bar on a terminal, else a line every `progress_interval` seconds (autograder.progress)."""
     assignment_ids = resolve_assignments(opts.assignments)
     if not Path(opts.submissions).exists():  # before OUT is made: a mistyped path leaves nothing behind
         raise GradingRunError(f"{opts.submissions}: no such file or directory; pass the folder that holds the "
                               "submissions (nbgrader's submitted/), a folder of .ipynb files, or a .zip")
     out = Path(opts.out)
+    made = _first_missing(out)  # OUT (and the folders above it) this run makes: unmade if it ends with nothing there
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -254,9 +272,44 @@ def run_grading(opts: RunOptions, progress: bool = False) -> RunSummary:
     gradebook_path = Path(opts.gradebook or (course / "gradebook.db" if course else out / "gradebook.db"))
     try:
         with run_locks(f"autograde grade {' '.join(assignment_ids)}", out, gradebook_path):
-            return _run_grading(opts, assignment_ids, out, course, gradebook_path, progress)
+            return _run_grading(opts, assignment_ids, out, course, gradebook_path, progress, progress_interval)
     except LockedError as exc:
         raise GradingRunError(str(exc)) from None
+    finally:
+        if made is not None:
+            _unmake(out, made, gradebook_path)
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of `path` (itself included) that does not exist yet; None if it exists."""
+    missing = None
+    while not path.exists() and path != path.parent:
+        missing, path = path, path.parent
+    return missing
+
+
+def _unmake(out: Path, top: Path, gradebook: Path) -> None:
+    """OUT made by a run that wrote nothing there (a dry run, nothing found, a setting refused): its lock files
+    removed, and OUT and the folders made for it up to `top`, if they are empty then."""
+    locks = {out_lock(out), gradebook_lock(gradebook)}
+    try:
+        if any(entry not in locks for entry in out.iterdir()):
+            return
+        for lock in locks:
+            if lock.parent == out:
+                lock.unlink(missing_ok=True)
+        folder = out
+        while True:
+            folder.rmdir()  # only an empty one
+            if folder == top:
+                return
+            folder = folder.parent
+    except OSError:
+        return
+
+
+def _no_results(out: Path, what: str = "results") -> GradingRunError:
+    return GradingRunError(f"no stored {what} in {out / 'results'}: run `autograde grade` first", exit_code=1)
 
 
 def gradebook_students(gradebook_path: Path) -> dict[str, dict]:
@@ -281,7 +334,7 @@ def _discover(opts: RunOptions, assignment_ids: list[str], out: Path, students: 
 
 
 def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course: Path | None, gradebook_path: Path,
-                 progress: bool) -> RunSummary:
+                 progress: bool, progress_interval: float | None = None) -> RunSummary:
     state = ClassState.load(out)
     students = gradebook_students(gradebook_path)
     roster = roster_of(students, state.added_students)
@@ -289,12 +342,10 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     found, id_flags, blank = _validated_ids(discovery.found)
     discovery.found = found
     discovery.skipped.extend(blank)
-    if opts.dry_run:
-        return RunSummary(out, [], 0, 0, gradebook_path, None, assignment_ids, discovery=discovery)
     record_failures: list[str] = []
-    if not found and not discovery.conflicts and opts.students:
+    if not found and not discovery.conflicts and opts.students and not opts.dry_run:
         raise GradingRunError(_no_such_students(opts, assignment_ids, out, students, roster), exit_code=1)
-    if not found and not discovery.conflicts:
+    if not found and not discovery.conflicts and not opts.dry_run:
         raise GradingRunError(
             f"no submissions of {', '.join(assignment_ids)} in {opts.submissions}: expected nbgrader's layout "
             "<student>/<assignment>/<assignment>.ipynb, .ipynb files named after the student (and assignment), "
@@ -327,7 +378,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
     try:  # before anything is graded: a run given other settings than OUT's stops here; what it is not given, it reuses
         settings, settings_changed = run_settings.reconcile(
             out, run_settings.grade_settings(handin_settings.policy, credit, graded(limits)),
-            _given_settings(opts, config_course), opts.accept_new_settings)
+            _given_settings(opts, config_course), opts.accept_new_settings, write=not opts.dry_run)
         stored_limits = settings["limits"]
         limits = replace(limits, **{k: float(stored_limits[k])
                                     for k in ("cell_timeout", "probe_timeout", "submission_timeout")},
@@ -347,6 +398,8 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
         tier = tiers.choose(opts.tier, opts.allow_weak_sandbox)
     except SandboxUnavailable as exc:
         raise GradingRunError(str(exc)) from None
+    if opts.dry_run:  # validated as the real run validates (settings, memory guard, tier); nothing graded or written
+        return RunSummary(out, [], 0, 0, gradebook_path, None, assignment_ids, discovery=discovery)
     keys = {a: grading_key(a, tier, graded_limits, opts.convention_credit, secret, run_all_cells=opts.run_all_cells)
             for a in assignment_ids}
     found_by_key = {(f.student_id, f.assignment_id): f for f in found}
@@ -432,7 +485,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             restored.add(key)
 
     with _closing(grader), CourseGradebook(gradebook_path) as gb, gb.batch(), \
-            _progress(progress, len(todo)) as advance:
+            Progress(len(todo), "grading", progress_interval, enabled=progress) as advance:
         # what recording a result needs from the gradebook, read for the whole class at once (one read per
         # submission costs about 20 ms), before grading: it travels with the jobs
         manual: dict[str, dict] = {}
@@ -509,9 +562,12 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             """Record one result; whatever fails while recording it is that submission's error, not the run's."""
             recorder.add(pending(result, digest, cache_key))
 
+        delivered = [0]  # results of this run's grading handed to the recorder
+
         def record_graded(result: SubmissionResult, rendered: dict | None = None) -> None:
             """A result as it comes from grading: finished and rendered there from its recording facts (then only
             its gradebook writes and its files are left), else recorded as any result."""
+            delivered[0] += 1
             key = (result.student_id, result.assignment_id)
             files = checked(rendered, result, digests[key], cache_keys[key]) \
                 if rendered is not None and key in digests else None
@@ -520,7 +576,7 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
             else:
                 recorder.add(Pending(result, lambda: into_gradebook(gb, result),
                                      lambda: write_files(result, None, None, files)))
-            advance(result)
+            advance(safe_text(f"{result.student_id}/{result.assignment_id}", 200))
 
         def recording_facts(f: FoundSubmission) -> dict | None:
             """What finishing `f`'s result needs, known before it is graded (autograder.recording.rendered); None:
@@ -545,6 +601,13 @@ def _run_grading(opts: RunOptions, assignment_ids: list[str], out: Path, course:
         except (SandboxUnavailable, SandboxEnvironmentError, ExecutorError) as exc:
             recorder.flush()  # what was graded before stays graded
             raise GradingRunError(str(exc)) from None
+        except KeyboardInterrupt:  # Ctrl-C: what was graded is kept (a second Ctrl-C waits until it is)
+            previous = _ignore_sigint()
+            try:
+                recorder.interrupted()
+            finally:
+                _restore_sigint(previous)
+            raise GradingInterrupted(out, delivered[0] - len(record_failures)) from None
         # results kept from an earlier run: their hand-in (a due date, an extension, the policy) may have changed
         for key, f in found_by_key.items():
             if key in digests:
@@ -858,6 +921,10 @@ def rerender(out: Path, course: Path | None = None, notes: list[str] | None = No
     """Reports, summary and exports again from OUT/results/, without grading; the roster from the course's
     gradebook (--course), else the gradebook the last `grade` used, else the roster it saw."""
     out = Path(out)
+    if not (out / "results").is_dir():  # nothing to re-render: OUT is not made (nor a lock file in it)
+        raise _no_results(out)
+    if course is not None and not Path(course).is_dir():
+        raise GradingRunError(f"--course {course}: no such folder")
     try:
         with run_locks("autograde report", out, (course / "gradebook.db") if course else None):
             return _rerender(out, course, notes if notes is not None else [])
@@ -869,7 +936,7 @@ def _rerender(out: Path, course: Path | None, notes: list[str]) -> int:
     store = ResultStore(out)
     results = store.all()
     if not results:
-        raise GradingRunError(f"no stored results in {out / 'results'}: run `autograde grade` first", exit_code=1)
+        raise _no_results(out)
     state = ClassState.load(out)
     gradebook = (course / "gradebook.db") if course else Path(state.gradebook) if state.gradebook else out / "gradebook.db"
     students = gradebook_students(gradebook)
@@ -891,6 +958,8 @@ def forget(out: Path, student_id: str, assignment: str, dry_run: bool = False) -
     used; the exports rebuilt. Returns what was (or with `dry_run`, would be) removed."""
     (assignment_id,) = resolve_assignments([assignment])
     out = Path(out)
+    if not (out / "results").is_dir():  # nothing to forget: OUT is not made
+        raise GradingRunError(f"no stored result of {student_id}/{assignment_id} in {out / 'results'}", exit_code=1)
     try:
         with run_locks("autograde forget", out):
             store = ResultStore(out)
@@ -937,6 +1006,8 @@ def fill_lms_gradebook(out: Path, assignment: str, lms_gradebook: Path, column: 
     OUT/lms/<its name>; its students mapped to the roster as `--lms-roster` maps them."""
     (assignment_id,) = resolve_assignments([assignment])
     out = Path(out)
+    if not (out / "results").is_dir():  # nothing to fill in: OUT is not made
+        raise GradingRunError(f"no stored results of {assignment_id} in {out / 'results'}: grade it first", exit_code=1)
     try:
         with run_locks("autograde lms-grades", out):
             results = ResultStore(out).all()
@@ -973,6 +1044,22 @@ def import_roster(course: Path, roster_csv: Path) -> None:
         raise GradingRunError(f"nbgrader db student import failed: {done.stderr[-500:]}")
 
 
+def _ignore_sigint():
+    import signal
+
+    try:
+        return signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: nothing to hold back
+        return None
+
+
+def _restore_sigint(previous) -> None:
+    import signal
+
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
+
+
 @contextlib.contextmanager
 def _closing(grader: "Grader | None"):
     try:
@@ -980,29 +1067,3 @@ def _closing(grader: "Grader | None"):
     finally:
         if grader is not None:
             grader.close()
-
-
-class _progress:
-    """A rich progress bar over the submissions (or nothing, for the API)."""
-
-    def __init__(self, enabled: bool, total: int):
-        self.enabled, self.total = enabled, total
-
-    def __enter__(self):
-        if not self.enabled or self.total == 0:
-            return lambda result: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.bar = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                            TextColumn("{task.description}"))
-        self.bar.start()
-        task = self.bar.add_task("", total=self.total)
-
-        def advance(result):
-            self.bar.update(task, advance=1, description=f"{result.student_id}/{result.assignment_id}")
-
-        return advance
-
-    def __exit__(self, *exc):
-        if getattr(self, "bar", None) is not None:
-            self.bar.stop()

@@ -108,7 +108,7 @@ def test_a_multi_process_hog_ends_within_5_s_of_its_budget_and_the_batch_goes_on
             assert not [p for p in layout.pids_parent.glob(f"{memory.PREFIX}*") if p.name in own]
 
 
-@pytest.mark.parametrize("option, value, said", [("--memory-guard", "bogus", "unknown memory guard"),
+@pytest.mark.parametrize("option, value, said", [("--memory-guard", "bogus", "Invalid value for '--memory-guard'"),
                                                  ("--memory-budget", "10", "too small"),
                                                  ("--memory-budget", "lots", "not a size")])
 def test_the_cli_refuses_a_memory_option_it_cannot_use(option, value, said, tmp_path):

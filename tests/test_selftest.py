@@ -17,7 +17,7 @@ ASSIGNMENTS = assignment_ids()
 def test_selftest_both_ways_fails_on_a_result_that_differs(monkeypatch):
     """`--both-ways` exits 1 and names the submission when a result graded with every cell differs, though each run
     alone would be judged right."""
-    def graded(submissions, tier=None, both_ways=False, limits=None):
+    def graded(submissions, tier=None, both_ways=False, limits=None, on_result=None):
         def result(s, score):
             checks = [CheckResult("c1", "p", score > 0, score, 1.0, "", "", {}, None)]
             return SubmissionResult(s.student_id, s.assignment_id, "graded", score, 1.0,

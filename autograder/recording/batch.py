@@ -80,6 +80,12 @@ class BatchRecorder:
                 except Exception as exc:  # its scores are in: its failure replaces them, in the next transaction
                     self._record_failure(pending, exc)
 
+    def interrupted(self) -> None:
+        """After an interruption (Ctrl-C) that may have cut a staging short: the open transaction rolled back, what
+        was staged whole staged again, committed, and its files written; a result cut short is graded again."""
+        self._undo()
+        self.flush()
+
     def _staged(self, pending: Pending) -> None:
         self.pending.append(pending)
         if self.oldest is None:

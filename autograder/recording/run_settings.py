@@ -72,13 +72,14 @@ def load(out: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def reconcile(out: Path, now: dict, given: set[str], accept_new: bool = False) -> tuple[dict, bool]:
+def reconcile(out: Path, now: dict, given: set[str], accept_new: bool = False,
+              write: bool = True) -> tuple[dict, bool]:
     """This run's settings: `now` for what it was given (`given`: names of SETTABLE) and for the grader's own limits,
     OUT/settings.json's for every other settable one that is stored (`now`'s default where nothing is); stored when
     they differ from OUT/settings.json. Returns them and whether a given one changed what was stored.
 
     Raises SettingsChanged (before anything is graded) when a given setting, or one of the grader's own, differs
-    from the stored one and `accept_new` is False."""
+    from the stored one and `accept_new` is False. `write=False` (a dry run): checked the same way, never stored."""
     unknown = set(given) - set(SETTABLE)
     if unknown:
         raise ValueError(f"not settable: {sorted(unknown)}")
@@ -107,7 +108,7 @@ def reconcile(out: Path, now: dict, given: set[str], accept_new: bool = False) -
             + "\n  ".join(differences(stored, resolved))
             + "\nGrade with the stored settings (leave out the option, or the line in nbgrader_config.py), or pass "
               "--accept-new-settings to regrade OUT under the new ones")
-    if stored != resolved:
+    if stored != resolved and write:
         atomic_write(Path(out) / FILE, json.dumps(resolved, indent=1, sort_keys=True))
     return resolved, changed
 

@@ -152,11 +152,11 @@ def report(verdicts: list[Verdict], assignment_ids, echo) -> bool:
 
 
 def grade_plan(submissions: list[Submission], tier: str | None = None, both_ways: bool = False,
-               limits=None) -> dict[bool, list[SubmissionResult]]:
+               limits=None, on_result=None) -> dict[bool, list[SubmissionResult]]:
     """The results of `submissions`, graded as the CLI grades (unchanged demo cells skipped), and with `both_ways`
-    also with every cell run (--run-all-cells): {run_all_cells: results}."""
+    also with every cell run (--run-all-cells): {run_all_cells: results}. `on_result`: called with each result."""
     extra = {} if limits is None else {"limits": limits}
-    return {run_all: grade_batch(submissions, GradingOptions(tier=tier, run_all_cells=run_all, **extra))
+    return {run_all: grade_batch(submissions, GradingOptions(tier=tier, run_all_cells=run_all, **extra), on_result)
             for run_all in ((False, True) if both_ways else (False,))}
 
 
@@ -166,13 +166,19 @@ def differences(submissions: list[Submission], runs: dict[bool, list[SubmissionR
             f"every cell" for s, a, b in zip(submissions, runs[False], runs[True]) if a.identity() != b.identity()]
 
 
-def run_selftest(tier: str | None = None, echo=print, assignment_ids=None, both_ways: bool = False) -> int:
+def run_selftest(tier: str | None = None, echo=print, assignment_ids=None, both_ways: bool = False,
+                 progress: bool = False, progress_interval: float | None = None) -> int:
     """Grade the plan and report; with `both_ways`, grade it also with every cell run: both must be at 100% and
-    every result the same check by check (the skipping of unchanged demo cells is a fast path, never a grade)."""
+    every result the same check by check (the skipping of unchanged demo cells is a fast path, never a grade).
+    `progress`: a bar on a terminal, else a line every `progress_interval` seconds (autograder.progress)."""
+    from autograder.progress import Progress
+
     with tempfile.TemporaryDirectory(prefix="autograde-selftest-") as tmp:
         assignment_ids = assignment_ids or course_assignments()
         jobs = plan(Path(tmp), assignment_ids)
-        runs = grade_plan([j.submission for j in jobs], tier, both_ways)
+        with Progress(len(jobs) * (2 if both_ways else 1), "selftest", progress_interval, enabled=progress) as advance:
+            runs = grade_plan([j.submission for j in jobs], tier, both_ways,
+                              on_result=lambda r: advance(f"{r.assignment_id} {r.student_id}"))
     ok = True
     for run_all, results in runs.items():
         if both_ways:
