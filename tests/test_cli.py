@@ -245,6 +245,11 @@ def test_resume_after_kill_9_gives_identical_results_and_gradebook(tmp_path):
     for i, name in enumerate(HOSTILE_IN_THE_CLASS):  # sorted after the others: the endless loop is graded last
         folder = course / "submitted" / f"h{i}-{name}" / "rmsnorm"
         submission(hostile_case(name), folder, ctx)
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:  # on the roster: in the gradebook too
+        for i, name in enumerate(HOSTILE_IN_THE_CLASS):
+            gradebook.add_student(f"h{i}-{name}")
     clean = tmp_path / "clean"
     shutil.copytree(course, clean)
 
