@@ -118,9 +118,9 @@ case "${1:-}" in
         shift
         # lint first: pyflakes' rules (F, pyproject.toml) with zero findings, or the run fails here
         python -m ruff check --select F --no-cache autograder solutions tests benchmarks scripts
-        # two workers (the machine's cores): tests that share a wide fixture stay on one worker, the longest units
+        # two workers (the machine's cores): a test file stays on one worker, its fixtures shared; the longest files
         # start first (tests/conftest.py); the slowest tests are listed at the end
-        python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder --durations=25 "$@"
+        python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=25 "$@"
         ;;
     *)
         echo "usage: bash scripts/dev.sh {demo|generate|test} [args...]" >&2

@@ -1,4 +1,3 @@
-import inspect
 import os
 import shutil
 import subprocess
@@ -60,79 +59,44 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(line)
 
 
-# --- scheduling on xdist's workers (scripts/dev.sh test: --dist loadgroup --no-loadscope-reorder) -------------
-# What runs where and in what order, never what a test checks. A test that shares no fixture wider than a function
-# with others is a work unit of its own; tests that share a module- or session-scoped fixture of this suite go to one
-# worker together (one unit per module, and per value of a parametrised wide fixture: test_hostile.py's tiers run on
-# both workers at once). The units start longest first (about these seconds on a quiet 2-core machine, from
-# `--durations`; a unit not listed counts 1 s a test), so that no long one starts last while the other worker idles.
+# --- scheduling on xdist's workers (scripts/dev.sh test: --dist loadfile --no-loadscope-reorder) --------------
+# What runs where and in what order, never what a test checks. A test file stays on one worker (its fixtures are
+# shared); the files start longest first (about these seconds on a quiet 2-core machine, from `--durations`; a file
+# not listed counts 1 s a test), so that no long file starts last while the other worker idles (xdist's own order
+# is by number of tests, which put the heaviest single-test files last). pytest-xdist 3.8's `loadgroup` does not
+# group under pytest 9 (its "@group" suffix on the node id is lost), so the unit is the file.
 SECONDS = {
-    "tests/test_cell_skipping.py::test_selftest_is_at_100_percent_both_ways": 420,
-    "tests/test_student_check.py::test_in_a_fresh_environment": 150,
-    "tests/test_nbgrader_interop.py": 350,
+    "tests/test_cell_skipping.py": 520,
     "tests/test_hostile.py": 390,
-    "tests/test_cli.py": 120,
-    "tests/test_cli.py::test_resume_after_kill_9": 110,
-    "tests/test_cli.py::test_a_kill_9_between_a_commit": 80,
-    "tests/test_exchange_roundtrip.py": 100,
-    "tests/test_bounds.py::test_a_hostile_class": 75,
+    "tests/test_nbgrader_interop.py": 350,
+    "tests/test_cli.py": 330,
+    "tests/test_student_check.py": 160,
+    "tests/test_scale.py": 150,
+    "tests/test_exchange_roundtrip.py": 110,
+    "tests/test_bounds.py": 110,
+    "tests/test_readme_workflow.py": 110,
+    "tests/test_class_workflow.py": 100,
+    "tests/test_diagnosis_coverage.py": 90,
+    "tests/test_notebooks_execute.py": 90,
     "tests/test_assignment_record.py": 70,
-    "tests/test_cell_skipping.py::test_the_demo_class_and_a_bench_class": 65,
-    "tests/test_scale.py::test_worker_processes_and_dask": 40,
-    "tests/test_scale.py::test_the_cache_skips": 35,
-    "tests/test_scale.py::test_worker_processes_render": 30,
-    "tests/test_diagnosis_coverage.py": 40,
-    "tests/test_precision_named.py": 30,
-    "tests/test_readme_workflow.py": 60,
-    "tests/test_release.py": 30,
-    "tests/test_bounds.py::test_one_worker": 25,
-    "tests/test_class_workflow.py": 10,
-    "tests/test_notebooks_execute.py": 6,
-    "tests/test_self_checks_sound.py": 6,
+    "tests/test_precision_named.py": 60,
+    "tests/test_self_checks_sound.py": 60,
+    "tests/test_release.py": 50,
+    "tests/test_isolation.py": 50,
+    "tests/test_hostile_cli.py": 45,
+    "tests/test_cli_usage.py": 30,
+    "tests/test_interface_mutations.py": 25,
+    "tests/test_localisation.py": 20,
 }
-
-
-def _wide_fixture_key(item) -> str | None:
-    """The module (and the params of its parametrised wide fixtures) when the test uses a module-, class- or
-    session-scoped fixture defined in this suite, else None (a unit of its own)."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    wide = set()
-    for name, defs in info.name2fixturedefs.items():
-        d = defs[-1]
-        source = inspect.getsourcefile(d.func) if callable(d.func) else None
-        if d.scope != "function" and source and Path(source).parent == Path(__file__).parent:
-            wide.add(name)
-    if not wide:
-        return None
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    return "-".join([item.module.__name__] + [str(params[n]) for n in sorted(wide) if n in params])
-
-
-def _seconds(nodeid: str, per_module: dict) -> float:
-    """A test's share: its own figure (a key with "::"), else its module's figure over the module's tests."""
-    tests = [k for k in SECONDS if "::" in k and nodeid.startswith(k)]
-    if tests:
-        return SECONDS[max(tests, key=len)]
-    module = nodeid.split("::")[0]
-    return SECONDS[module] / per_module[module] if module in SECONDS else 1.0
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("dist", "no") != "loadgroup":
-        return
-    per_module: dict[str, int] = {}
+    """Files longest first; a file's tests in their own order."""
+    count: dict[str, int] = {}
     for item in items:
         module = item.nodeid.split("::")[0]
-        per_module[module] = per_module.get(module, 0) + 1
-    units: dict[str, list] = {}
-    for item in items:
-        key = _wide_fixture_key(item)
-        if key is not None:
-            item.add_marker(pytest.mark.xdist_group(key))
-        units.setdefault(key or item.nodeid, []).append(item)
-    weight = {key: sum(_seconds(i.nodeid, per_module) for i in members) for key, members in units.items()}
-    order = sorted(units, key=lambda k: -weight[k])  # stable: equal units keep the collection's order
-    items[:] = [item for key in order for item in units[key]]
+        count[module] = count.get(module, 0) + 1
+    weight = {module: SECONDS.get(module, float(n)) for module, n in count.items()}
+    rank = {module: i for i, module in enumerate(sorted(weight, key=lambda m: -weight[m]))}
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable within a file

@@ -458,9 +458,10 @@ def test_selftest_is_at_100_percent_both_ways_and_the_whole_corpus_grades_the_sa
     assert selftest.differences(submissions, runs) == []
     # demo cells skipped, in the result kept or in a first attempt graded again with every cell
     assert sum(1 for r in runs[False] if r.skipped_cells or "skipped_attempt" in r.timings) >= len(submissions) // 2
-    # the engine's rule, result by result: a result graded with skipped cells is kept exactly when every cell that
-    # ran succeeded and every check passed (judged here on the every-cell result, less the skipped cells); else the
-    # submission was graded again with every cell
+    # the engine's rule, result by result: a result graded with skipped cells is kept only when every cell that ran
+    # succeeded and every check passed (so the every-cell result is clean too, less the skipped cells); otherwise the
+    # submission was graded again with every cell. (A clean every-cell result may still have been graded again:
+    # where skipping broke a cell, e.g. a demo's name read in a way no static rule sees.)
     kept = set()
     for s, fast, every_cell in zip(submissions, *runs.values()):
         skippable = prepare(s.notebook, load_assignment(s.assignment_id)).skipped
@@ -469,9 +470,10 @@ def test_selftest_is_at_100_percent_both_ways_and_the_whole_corpus_grades_the_sa
             continue
         clean = (all(c.ok for c in every_cell.cells if c.index not in skippable)
                  and all(c.passed for p in every_cell.parts for c in p.checks))
-        assert bool(fast.skipped_cells) == clean, (s.notebook, fast.skipped_cells, clean)
-        assert ("skipped_attempt" in fast.timings) == (not clean), s.notebook
-        if clean:
-            assert fast.skipped_cells == list(skippable), s.notebook
+        assert bool(fast.skipped_cells) != ("skipped_attempt" in fast.timings), s.notebook  # kept, or graded again
+        if fast.skipped_cells:
+            assert clean and fast.skipped_cells == list(skippable), s.notebook
             kept.add((s.notebook, s.student_id))
+        elif not clean:
+            assert "skipped_attempt" in fast.timings, s.notebook
     assert len(kept) >= 20  # the references, other styles and hostile cases that pass every check
