@@ -236,7 +236,9 @@ for i, cell in enumerate(nb.cells):
     tagged = bool(cell.metadata.get("autograde", {}).get("not_for_grading"))
     if tagged:
         before = state()
-        names = {k: (id(v), fingerprint(v)) for k, v in ns.items() if not k.startswith("__")}
+        # the objects themselves are held (not their id()): a name a tagged cell rebinds frees its old object, and a
+        # new object may be given the freed id, which would look like the old one changed in place
+        names = {k: (v, fingerprint(v)) for k, v in ns.items() if not k.startswith("__")}
     with contextlib.redirect_stdout(io.StringIO()):
         exec(compile(neutralise_magics(cell.source), f"cell {i}", "exec"), ns)
     if tagged:
@@ -244,8 +246,8 @@ for i, cell in enumerate(nb.cells):
         for label, a, b in zip(("torch RNG", "random", "numpy RNG", "default dtype"), before, after):
             if a != b:
                 problems.append(f"cell {i} changes {label}")
-        for k, (ident, fp) in names.items():  # a rebound name is the static test's affair (is it read later?)
-            if k in ns and id(ns[k]) == ident and fingerprint(ns[k]) != fp:
+        for k, (value, fp) in names.items():  # a rebound name is the static test's affair (is it read later?)
+            if k in ns and ns[k] is value and fingerprint(value) != fp:
                 problems.append(f"cell {i} changes {k} in place")
 print(json.dumps({"problems": problems, "value": repr(ns[sys.argv[2]]) if len(sys.argv) > 2 else None}))
 '''
