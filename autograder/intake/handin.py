@@ -160,10 +160,7 @@ def load_settings(course: Path | None, options: HandInOptions | None = None) -> 
     if not isinstance(check_owner, bool):
         raise HandInError(f"{where}: c.{CONFIG_SECTION}.check_owner must be True or False, not {check_owner!r}")
 
-    show_answers = section.get("show_hand_answers_after_due", False)
-    if not isinstance(show_answers, bool):
-        raise HandInError(f"{where}: c.{CONFIG_SECTION}.show_hand_answers_after_due must be True or False, "
-                          f"not {show_answers!r}")
+    show_answers = _show_answers(section, where)
 
     root = options.exchange
     if root is None and "Exchange" in config and "root" in config.Exchange:
@@ -183,6 +180,22 @@ def load_settings(course: Path | None, options: HandInOptions | None = None) -> 
         raise HandInError(f"{where}: {exc}") from None
     return HandInSettings(policy, exchange, float(tolerance), check_owner, options.release_flagged_feedback, display,
                           show_answers_after_due=show_answers)
+
+
+def _show_answers(section, where: str) -> bool:
+    value = section.get("show_hand_answers_after_due", False)
+    if not isinstance(value, bool):
+        raise HandInError(f"{where}: c.{CONFIG_SECTION}.show_hand_answers_after_due must be True or False, "
+                          f"not {value!r}")
+    return value
+
+
+def show_hand_answers_after_due(course: Path) -> bool:
+    """c.Autograde.show_hand_answers_after_due of the course's nbgrader_config.py (default False): may reports
+    rendered after the due date show the right hand answers for the student's own numbers?"""
+    config = load_course_config(course)
+    return _show_answers(config[CONFIG_SECTION] if CONFIG_SECTION in config else {},
+                         f"{Path(course) / 'nbgrader_config.py'}")
 
 
 def os_user_exists(name: str) -> bool:

@@ -280,4 +280,5 @@ def render_report(result: SubmissionResult, now: datetime | None = None) -> str:
         tier_note=TIER_NOTES.get(result.tier, "未记录隔离方式"), weak_tier=result.tier == "rlimits",
         fix_first=[] if error else _fix_first(parts), overview=not error and bool(parts),
         all_full=not error and all(p.lost <= 0 for p in parts),
+        right_shown=any(v.hand and v.hand["right_shown"] for v in parts) or bool(hand and hand["right_shown"]),
     )
