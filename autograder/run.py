@@ -35,7 +35,7 @@ from autograder.running.executors import (WORKER_MEMORY_BYTES, Executor, Executo
                                           run_submissions)
 from autograder.running.jobs import GradingOptions, Submission
 from autograder.intake.handin import (HandInError, HandInOptions, HandInSettings, facts as handin_facts, load_settings,
-                                     submission_timeout, with_penalty)
+                                     show_hand_answers_after_due, submission_timeout, with_penalty)
 from autograder.recording.locking import LockedError, gradebook_lock, out_lock, run_locks
 from autograder.progress import Progress
 from autograder.recording.outputs import (ResultStore, atomic_write, nbgrader_folder_name, notebook_digest, write_grades_csv,
@@ -919,7 +919,9 @@ def _max_score(assignment_id: str) -> float:
 
 def rerender(out: Path, course: Path | None = None, notes: list[str] | None = None) -> int:
     """Reports, summary and exports again from OUT/results/, without grading; the roster from the course's
-    gradebook (--course), else the gradebook the last `grade` used, else the roster it saw."""
+    gradebook (--course), else the gradebook the last `grade` used, else the roster it saw. With --course, the
+    reports show the right hand answers after the due date as the course's c.Autograde.show_hand_answers_after_due
+    says now; without it, as it said when each result was graded."""
     out = Path(out)
     if not (out / "results").is_dir():  # nothing to re-render: OUT is not made (nor a lock file in it)
         raise _no_results(out)
@@ -941,7 +943,15 @@ def _rerender(out: Path, course: Path | None, notes: list[str]) -> int:
     gradebook = (course / "gradebook.db") if course else Path(state.gradebook) if state.gradebook else out / "gradebook.db"
     students = gradebook_students(gradebook)
     roster = roster_of(students, state.added_students) if students else list(state.roster)
+    show_answers = None
+    if course is not None:  # the course's setting now, not the one its results were graded under
+        try:
+            show_answers = show_hand_answers_after_due(course)
+        except HandInError as exc:
+            raise GradingRunError(str(exc)) from None
     for result in results:
+        if show_answers is not None and result.handin is not None:
+            result.handin.show_answers_after_due = show_answers
         html = write_report(out, result)
         if course is not None and (not roster or result.student_id in roster):  # not on the roster: no feedback
             folder = course / "submitted" / nbgrader_folder_name(result.student_id) / result.assignment_id

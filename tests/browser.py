@@ -272,6 +272,15 @@ class Tab:
         self.evaluate(expression)
         self.browser._wait_event("Page.loadEventFired", self.session, time.monotonic() + self.browser.timeout)
 
+    def set_width(self, width: int, mobile: bool = False, height: int = 800) -> None:
+        """Lay the page out as a screen `width` CSS pixels wide shows it (`mobile`: a phone's, which honours the page's
+        viewport meta tag), and wait until it is loaded again at that width."""
+        self.browser.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                                 "mobile": mobile}, session=self.session)
+        self.browser.send("Page.reload", session=self.session)
+        self.browser._wait_event("Page.loadEventFired", self.session, time.monotonic() + self.browser.timeout)
+        self.evaluate("1")
+
     def text(self) -> str:
         """The page's visible text (what a person reads)."""
         return self.evaluate("document.body.innerText")

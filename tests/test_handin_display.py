@@ -281,3 +281,49 @@ def test_a_due_date_with_an_extension_in_local_time(tmp_path):
                    timedelta(days=1))
     report = render_report(result_with(handin))
     assert "2026-12-03 02:09:00 CST (Asia/Shanghai)" in report and "按时提交" in report
+
+
+def test_the_right_hand_answers_follow_the_course_setting_and_the_students_extension(tmp_path):
+    """c.Autograde.show_hand_answers_after_due (default off) travels in the hand-in; the report shows the right answers
+    only when rendered after the due date with the student's extension; `autograde report --course` re-renders with
+    the course's setting as it is now."""
+    from autograder.recording.outputs import ResultStore
+    from autograder.run import rerender
+    from solutions.student_params import student_answers
+
+    right = f"{student_answers('rmsnorm', 'alice')['rms']:.10g}"
+    due = parse_time("2026-12-02 02:09 Asia/Shanghai")
+    folder = submission_folder(tmp_path, "alice", "2026-12-02 01:00:00 Asia/Shanghai")
+    assert load_settings(course_with(tmp_path / "plain")).show_answers_after_due is False  # the default
+    with pytest.raises(HandInError, match="show_hand_answers_after_due must be True or False"):
+        load_settings(course_with(tmp_path / "bad", 'c.Autograde.show_hand_answers_after_due = "yes"'))
+    course = course_with(tmp_path, "c.Autograde.show_hand_answers_after_due = True")
+    handin = facts("alice", "rmsnorm", folder, None, load_settings(course), due, timedelta(days=1))
+    assert handin.show_answers_after_due and handin.due == "2026-12-02 18:09:00 UTC"
+
+    def result_of(h):
+        result = result_with(h, score=8.0)
+        result.hand_answers = {"rms": 1.0, "output": None}
+        return result
+
+    result = result_of(handin)
+    after_due_before_extension = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+    assert right not in render_report(result, now=after_due_before_extension)
+    assert f"正确答案 {right}" in render_report(result, now=datetime(2026, 12, 2, 18, 10, tzinfo=timezone.utc))
+    assert f"正确答案 {right}" in render_report(result, now=datetime(2027, 6, 1, tzinfo=timezone.utc))
+
+    off = facts("alice", "rmsnorm", folder, None, load_settings(course_with(tmp_path / "off")), due, None)
+    assert not off.show_answers_after_due and right not in render_report(result_of(off))
+
+    # re-rendered with --course: the course's setting now; without: the one it was graded under
+    out = tmp_path / "out"
+    past = facts("alice", "rmsnorm", folder, None, load_settings(course_with(tmp_path / "off")),
+                 parse_time("2020-01-01 00:00 UTC"), None)
+    ResultStore(out).save(result_of(past))
+    report = out / "reports" / "alice" / "rmsnorm.html"
+    rerender(out)  # (rendered now: this machine's clock may be before 2026-12-02 18:09 UTC; the due date is moved back)
+    assert right not in report.read_text()
+    rerender(out, course)
+    assert f"正确答案 {right}" in report.read_text()
+    rerender(out, course_with(tmp_path / "off"))
+    assert right not in report.read_text()

@@ -466,3 +466,150 @@ def test_a_worker_renders_the_report_and_result_file_byte_for_byte_as_the_run_wo
     other = copy.deepcopy(there)
     other.student_id = "mallory"
     assert checked(asdict(rendered), other, "d1g35t", "k3y") is None
+
+
+# --- what to fix first, each mistake once, what an undiagnosed failure checked (issue 24, item 1) -------------------
+
+
+def two_mistakes_result() -> SubmissionResult:
+    """rmsnorm with two diagnosed mistakes: no_sqrt costs 2.5 points over two parts, eps_outside_root 1 point; and an
+    undiagnosed failure."""
+    result = rmsnorm_result()
+    function, module = result.parts[1], result.parts[2]
+    function.checks[0] = check("test_function_float64_batched", "rmsnorm_function", False, 1.5, diagnosis="no_sqrt",
+                               message="`rms_norm` 的输出与参考实现不一致：最大绝对误差 0.731",
+                               details={"max_abs_error": 0.731, "tolerance": "rtol=1e-10, atol=1e-10"})
+    module.checks[2] = check("test_module_forward_float32", "rmsnorm_module", False, 1.0, diagnosis="no_sqrt")
+    function.score, module.score = 1.0, 3.0
+    result.score = sum(p.score for p in result.parts)
+    return result
+
+
+def test_the_top_names_the_costliest_mistakes_first_with_links_to_their_explanations():
+    from autograder.checks.diagnosis import variants_of
+
+    page = render_report(two_mistakes_result())
+    variants = variants_of("rmsnorm")
+    top = page.split('id="part-')[0]  # everything above the first part
+    fix = re.search(r'<div class="fix">(.*?)</div>', top, re.S)[1]
+    items = re.findall(r'<li><a href="#([^"]+)">(.*?)</a>', fix)
+    assert [html.unescape(title) for _, title in items] == [variants["no_sqrt"].heading,
+                                                           variants["eps_outside_root"].heading]
+    assert "共失 2.5 分" in fix and "共失 1 分" in fix and "第 2、3 部分" in fix
+    for anchor, title in items:  # each link lands on that mistake's explanation (its first part's)
+        box = re.search(rf'<div class="alert warn mistake" id="{anchor}"><b>可能的错误：(.*?)</b>', page)
+        assert box and box[1] == title, anchor
+    assert items[0][0].startswith("mistake-rmsnorm_function-")
+    # the part scores at the top, each linking its part
+    rows = re.search(r'<div class="part-rows">(.*?)</section>', top, re.S)[1]
+    assert re.findall(r'href="#part-(\w+)"', rows) == ["rmsnorm_hand", "rmsnorm_function", "rmsnorm_module"]
+    assert "1 / 4" in rows and "3 / 4" in rows and "2 / 2" in rows
+
+
+def test_a_tie_goes_to_the_first_parts_first_mistake():
+    result = two_mistakes_result()
+    result.parts[1].checks[0].max_points = 1.0  # no_sqrt: 1 + 1, eps_outside_root: 1 ... make them equal
+    result.parts[2].checks[2].max_points = 0.0
+    page = render_report(result)
+    fix = re.search(r'<div class="fix">(.*?)</div>', page, re.S)[1]
+    assert re.findall(r'<li><a href="#(mistake-[\w-]+)"', fix) == ["mistake-rmsnorm_function-1",
+                                                                   "mistake-rmsnorm_function-2"]
+
+
+def test_without_a_named_mistake_the_top_names_the_part_that_lost_most():
+    result = rmsnorm_result(hand_ok=False)  # hand: 2 lost, undiagnosed; function: 1.5 lost, one diagnosed
+    result.parts[1].checks[2].diagnosis = None
+    page = render_report(result)
+    fix = re.search(r'<div class="fix">(.*?)</div>', page, re.S)[1]
+    assert "失分最多的部分" in fix and 'href="#part-rmsnorm_hand"' in fix and "共失 2 分" in fix
+    assert "手算 RMSNorm" in fix and "可能的错误" not in fix
+
+
+def test_full_marks_say_so_in_one_line_and_nothing_to_fix():
+    result = rmsnorm_result()
+    for part in result.parts:
+        for c in part.checks:
+            c.passed, c.points, c.diagnosis, c.message = True, c.max_points, None, "通过"
+        part.score = part.max_score
+    result.score = 10.0
+    page = render_report(result)
+    assert "所有自动评分的检查都通过了" in page and "先改这里" not in page and 'class="fix"' not in page
+    assert page.count("✓") == 9 and "✗" not in page
+    assert page.count('<details class="passed-checks">') == 3 and "通过的检查（3 项，4 分）" in page
+    assert ">通过<" not in page  # no "通过" message line under passed checks
+
+
+def test_an_unreadable_notebook_shows_no_overview():
+    message = "笔记本文件不是有效的 JSON，可能已损坏；请用 Jupyter 重新保存后提交"
+    parts = [PartResult(g, 0.0, m, [], answered=False, message=message)
+             for g, m in (("rmsnorm_hand", 2.0), ("rmsnorm_function", 4.0), ("rmsnorm_module", 4.0))]
+    page = render_report(rmsnorm_result("dave", status="error", message=message, parts=parts, score=0.0,
+                                        hand_answers={}))
+    assert 'id="overview"' not in page and "先改这里" not in page and "所有自动评分的检查都通过了" not in page
+    assert page.count(message) == 1 and page.count("这份提交无法评分，见上方的说明") == 3
+
+
+def test_each_mistake_once_per_part_with_its_checks_one_line_each_and_their_numbers_reachable():
+    from autograder.checks.diagnosis import variants_of
+
+    result = two_mistakes_result()
+    page = render_report(result)
+    explanation = variants_of("rmsnorm")["no_sqrt"].explanation
+    assert page.count(html.escape(explanation, quote=False)) == 2  # two parts, once each
+    # under its mistake's box: a <details> whose summary is the ✗ line (the description, the points lost) and whose
+    # body holds the message and the numbers
+    boxes = re.findall(r'<div class="alert warn mistake" id="[^"]+">(.*?)</ul>\s*</div>', page, re.S)
+    items = [re.search(r'<details class="check failed">\s*<summary>(.*?)</summary>(.*?)</details>', item, re.S)
+             for box in boxes for item in box.split("<li>")[1:]]
+    diagnosed = [c for part in result.parts for c in part.checks if not c.passed and c.diagnosis]
+    assert len(items) == len(diagnosed) == 3
+    for c, item in zip(diagnosed, items):
+        summary, body = item[1], item[2]
+        assert "✗" in summary and html.escape(c.description) in summary and f"−{c.max_points:g} 分" in summary
+        assert c.name in body and c.message.replace("`", "") in html.unescape(re.sub(r"<[^>]+>", "", body))
+    # the numbers of a diagnosed failure are on the page (inside its details)
+    assert "最大绝对误差</b>0.731" in page and "rtol=1e-10, atol=1e-10" in page
+    # the mistakes' boxes no longer repeat each check's title, nor the old sentence listing the checks
+    assert "它解释了这些没通过的检查" not in page and "说明见本题上方" not in page
+
+
+def test_an_undiagnosed_failure_says_what_was_checked_then_its_message():
+    page = render_report(rmsnorm_result())  # test_function_single_vector: "… 不对", no mistake named
+    item = re.search(r'<li class="check failed">(.*?)</li>', page, re.S)[1]
+    text = html.unescape(re.sub(r"<[^>]+>", "", item))
+    said = text.index("检查的是：检查 test_function_single_vector 的说明")
+    assert said < text.index("test_function_single_vector 不对")
+    assert "−0.5 分" in text
+
+
+# --- the right hand answers after the due date ---------------------------------------------------------------------
+
+
+def test_the_right_hand_answers_only_after_the_due_date_and_when_the_course_allows_it():
+    from datetime import datetime
+
+    from autograder.recording.results import HandIn
+
+    right = student_answers("rmsnorm", "alice")
+    shown = f"{right['rms']:.10g}"
+
+    def page(allowed: bool, now: datetime) -> str:
+        result = rmsnorm_result("alice", hand_ok=False, hand_answers={"rms": 12.5, "output": None})
+        result.handin = HandIn(due="2026-12-01 18:09:00 UTC", show_answers_after_due=allowed)
+        return render_report(result, now=now)
+
+    before, after = datetime(2026, 12, 1, 18, 8), datetime(2026, 12, 1, 18, 10)
+    for text in (page(True, before), page(False, after), page(False, before)):
+        assert shown not in text and "正确答案" not in text
+        assert "12.5" in text  # what the student typed is always there
+    text = page(True, after)
+    assert f"正确答案 {shown}" in text and "12.5" in text
+    output = "[" + ", ".join(f"{v:.10g}" for v in right["output"]) + "]"
+    assert f"正确答案 {output}" in text and "未填写，或无法读取" in text
+    assert_no_live_markup(text)
+    # no due date: never
+    result = rmsnorm_result("alice", hand_ok=False)
+    from autograder.recording.results import HandIn as H
+
+    result.handin = H(show_answers_after_due=True)
+    assert shown not in render_report(result, now=after)

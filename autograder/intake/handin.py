@@ -27,6 +27,7 @@ Settings in the course's nbgrader_config.py (all optional):
     c.Autograde.late_cap_percent = 50             # the total penalty at most this percent of the maximum
     c.Autograde.time_tolerance = 120              # seconds timestamp.txt may differ from the observed time
     c.Autograde.check_owner = True                # False where every student's files have one owner (Docker)
+    c.Autograde.show_hand_answers_after_due = False  # True: reports rendered after the due date show the right hand answers
 
 and nbgrader's own `c.Exchange.root` and `c.CourseDirectory.course_id` to find the exchange, and
 `c.NbGraderAPI.timezone` / `.timestamp_format` for the times the flags and pages show (autograder.reporting.local_time).
@@ -47,7 +48,7 @@ from autograder.reporting.local_time import TimeDisplay, TimeDisplayError, cours
 CONFIG_SECTION = "Autograde"
 CONFIG_KEYS = {"late_policy": "method", "late_points": "points", "late_percent": "percent",
                "late_cap_percent": "cap_percent", "time_tolerance": None, "check_owner": None,
-               "submission_timeout": None}
+               "submission_timeout": None, "show_hand_answers_after_due": None}
 DEFAULT_SUBMISSION_TIMEOUT = 300.0
 DEFAULT_TIME_TOLERANCE = 120.0
 NBGRADER_DEFAULT_EXCHANGE = "/srv/nbgrader/exchange"
@@ -80,6 +81,7 @@ class HandInSettings:
     release_flagged_feedback: bool = False
     display: TimeDisplay = TimeDisplay()  # how pages show times: c.NbGraderAPI.timezone, .timestamp_format
     roster: frozenset = frozenset()  # the course's student ids: an owner named like one is a student (identity)
+    show_answers_after_due: bool = False  # c.Autograde.show_hand_answers_after_due: the reports' right hand answers
 
 
 def load_course_config(course: Path):
@@ -158,6 +160,8 @@ def load_settings(course: Path | None, options: HandInOptions | None = None) -> 
     if not isinstance(check_owner, bool):
         raise HandInError(f"{where}: c.{CONFIG_SECTION}.check_owner must be True or False, not {check_owner!r}")
 
+    show_answers = _show_answers(section, where)
+
     root = options.exchange
     if root is None and "Exchange" in config and "root" in config.Exchange:
         root = config.Exchange.root
@@ -174,7 +178,24 @@ def load_settings(course: Path | None, options: HandInOptions | None = None) -> 
         display = course_display(course)
     except TimeDisplayError as exc:
         raise HandInError(f"{where}: {exc}") from None
-    return HandInSettings(policy, exchange, float(tolerance), check_owner, options.release_flagged_feedback, display)
+    return HandInSettings(policy, exchange, float(tolerance), check_owner, options.release_flagged_feedback, display,
+                          show_answers_after_due=show_answers)
+
+
+def _show_answers(section, where: str) -> bool:
+    value = section.get("show_hand_answers_after_due", False)
+    if not isinstance(value, bool):
+        raise HandInError(f"{where}: c.{CONFIG_SECTION}.show_hand_answers_after_due must be True or False, "
+                          f"not {value!r}")
+    return value
+
+
+def show_hand_answers_after_due(course: Path) -> bool:
+    """c.Autograde.show_hand_answers_after_due of the course's nbgrader_config.py (default False): may reports
+    rendered after the due date show the right hand answers for the student's own numbers?"""
+    config = load_course_config(course)
+    return _show_answers(config[CONFIG_SECTION] if CONFIG_SECTION in config else {},
+                         f"{Path(course) / 'nbgrader_config.py'}")
 
 
 def os_user_exists(name: str) -> bool:
@@ -317,6 +338,7 @@ def facts(student_id: str, assignment_id: str, folder: Path | None, notebook: Pa
         seconds_late=seconds_late, penalty=0.0, policy=settings.policy.describe(),
         policy_zh=settings.policy.describe_zh(), flags=flags, lms_late=lms_late and submitted is None,
         timezone=settings.display.timezone, timestamp_format=settings.display.timestamp_format,
+        show_answers_after_due=settings.show_answers_after_due,
     )
 
 

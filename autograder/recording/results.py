@@ -123,6 +123,9 @@ class HandIn:
     # the course's display zone and format (nbgrader's c.NbGraderAPI.timezone, .timestamp_format): pages show times so
     timezone: str = "UTC"
     timestamp_format: str = "%Y-%m-%d %H:%M:%S %Z"
+    # the course lets reports rendered after the due date (with the extension) show the right hand answers for the
+    # student's own numbers (c.Autograde.show_hand_answers_after_due; autograder.reporting.student_page)
+    show_answers_after_due: bool = False
 
     @classmethod
     def from_dict(cls, data: dict) -> "HandIn":

@@ -8,7 +8,9 @@ the hand-in time and policy, the cells that failed. No scripts; everything from 
 (autograder.reporting.formatting).
 """
 
+import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import PurePath
 
 
@@ -40,6 +42,7 @@ class CheckView:
     points: str
     max_points: str
     details: list
+    lost: str = "0"  # points lost, as shown ("0.5")
 
 
 @dataclass
@@ -49,7 +52,9 @@ class MistakeView:
     name: str
     title: str
     explanation: str
-    checks: list  # descriptions of the failed checks it explains
+    checks: list  # CheckView of the failed checks it explains
+    anchor: str = ""  # the id of its box on the page
+    lost: float = 0.0  # the points of the checks it explains
 
 
 @dataclass
@@ -69,11 +74,51 @@ class PartView:
     mistakes: list = field(default_factory=list)  # MistakeView: each diagnosed mistake once per part
     pending: bool = False  # graded by hand, not yet graded ("待批改")
     comment: str = ""  # the instructor's comment (formgrader)
+    lost: float = 0.0  # points lost in this part (0 while it waits for the instructor)
+
+    @property
+    def undiagnosed(self) -> list:
+        """Failed checks no mistake explains: each says what it checked."""
+        return [c for c in self.checks if not c.passed and not c.diagnosis]
+
+    @property
+    def passed(self) -> list:
+        return [c for c in self.checks if c.passed]
+
+    @property
+    def passed_points(self) -> str:
+        return fmt_points(sum(float(c.max_points) for c in self.passed))
 
 
+@dataclass
+class FixFirst:
+    """What to fix first: a mistake that cost the most points (with a link to its explanation), or the part that
+    lost the most when no mistake is named."""
 
-def _hand_view(result: SubmissionResult) -> dict | None:
-    """The student's own numbers and the answers they typed (never the right answers)."""
+    title: str
+    anchor: str
+    lost: str
+    where: str  # the parts it is in ("第 2、3 部分")
+    mistake: bool = True
+
+
+def due_passed(result: SubmissionResult, now: datetime | None = None) -> bool:
+    """Is `now` (default: the present) after the submission's due date, the student's extension included?"""
+    try:  # as autograder.intake.handin stores it: "2026-12-01 18:09:00 UTC", naive UTC
+        due = datetime.fromisoformat(result.handin.due.removesuffix(" UTC"))
+    except (AttributeError, TypeError, ValueError):  # no hand-in, no due date, or not a time
+        return False
+    if due.tzinfo is not None:
+        due = due.astimezone(timezone.utc).replace(tzinfo=None)
+    now = now if now is not None else datetime.now(timezone.utc)
+    if now.tzinfo is not None:
+        now = now.astimezone(timezone.utc).replace(tzinfo=None)
+    return now > due
+
+
+def _hand_view(result: SubmissionResult, show_right: bool = False) -> dict | None:
+    """The student's own numbers and the answers they typed; the right answers for their numbers only when
+    `show_right` (the course allows it and the due date has passed)."""
     if not has_hand(result.assignment_id):
         return None
     try:
@@ -86,13 +131,21 @@ def _hand_view(result: SubmissionResult) -> dict | None:
             rows.append((name, [(str(k), fmt_value(v)) for k, v in value.items()]))
         else:
             rows.append((name, fmt_value(value)))
-    names = list(_right_answers(result.assignment_id, result.student_id) or {})
+    right = _right_answers(result.assignment_id, result.student_id) or {}
+    names = list(right)
     names += [n for n in (result.hand_answers or {}) if n not in names]
-    typed = [(n, fmt_value((result.hand_answers or {}).get(n)), (result.hand_answers or {}).get(n) is not None)
+    typed = [(n, fmt_value((result.hand_answers or {}).get(n)), (result.hand_answers or {}).get(n) is not None,
+              fmt_value(right[n]) if show_right and n in right else None)
              for n in names] if result.status != STATUS_ERROR else []
     if not rows and not typed:
         return None
-    return {"params": rows, "typed": typed}
+    return {"params": rows, "typed": typed, "right_shown": show_right and any(t[3] is not None for t in typed)}
+
+
+def _check_view(assignment_id: str, c: CheckResult) -> CheckView:
+    return CheckView(c.passed, c.name, c.description, clip(_without_explanation(assignment_id, c)),
+                     heading(assignment_id, c.diagnosis) if not c.passed else None, fmt_points(c.points),
+                     fmt_points(c.max_points), safe_details(c.details), fmt_points(max(0.0, c.max_points - c.points)))
 
 
 def _part_view(part: PartResult, info: AssignmentInfo, result: SubmissionResult) -> PartView:
@@ -102,17 +155,16 @@ def _part_view(part: PartResult, info: AssignmentInfo, result: SubmissionResult)
     message = part.message
     if result.status == STATUS_ERROR and message == result.message:
         message = "这份提交无法评分，见上方的说明"
+    checks = [_check_view(result.assignment_id, c) for c in part.checks]
     return PartView(
         grade_id=part.grade_id, label=label, title=title, score=fmt_points(part.score),
         max_score=fmt_points(part.max_score),
         fraction=max(0.0, min(1.0, part.score / part.max_score)) if part.max_score > 0 else 0.0,
         answered=part.answered, message=message, written=written,
         written_answer=clip(answer) if answer and answer.strip() else None,
-        checks=[CheckView(c.passed, c.name, c.description, clip(_without_explanation(result.assignment_id, c)),
-                          heading(result.assignment_id, c.diagnosis) if not c.passed else None, fmt_points(c.points),
-                          fmt_points(c.max_points), safe_details(c.details)) for c in part.checks],
-        mistakes=_mistakes(result.assignment_id, part),
+        checks=checks, mistakes=_mistakes(result.assignment_id, part, checks),
         pending=part.pending, comment=clip(part.comment) if part.comment else "",
+        lost=0.0 if part.pending else max(0.0, part.max_score - part.score),
     )
 
 
@@ -124,17 +176,50 @@ def _without_explanation(assignment_id: str, check: CheckResult) -> str:
     return check.message
 
 
-def _mistakes(assignment_id: str, part: PartResult) -> list[MistakeView]:
+def _mistakes(assignment_id: str, part: PartResult, checks: list[CheckView]) -> list[MistakeView]:
     views: dict[str, MistakeView] = {}
-    for c in part.checks:
+    for c, view_of_check in zip(part.checks, checks):
         if c.passed or not c.diagnosis:
             continue
         view = views.get(c.diagnosis)
         if view is None:
             view = views[c.diagnosis] = MistakeView(c.diagnosis, heading(assignment_id, c.diagnosis),
-                                                    explain(assignment_id, c.diagnosis), [])
-        view.checks.append(c.description)
+                                                    explain(assignment_id, c.diagnosis), [],
+                                                    f"mistake-{part.grade_id}-{len(views) + 1}")
+        view.checks.append(view_of_check)
+        view.lost += max(0.0, c.max_points - c.points)
     return list(views.values())
+
+
+def _fix_first(parts: list[PartView], limit: int = 2) -> list[FixFirst]:
+    """The one or two mistakes that cost the most points (over every part they appear in; ties: the first part's
+    first), each linked to its first explanation; with no mistake named, the part that lost the most."""
+    found: dict[str, list] = {}  # name -> [lost, order, mistake view, part labels]
+    for i, part in enumerate(parts):
+        for j, m in enumerate(part.mistakes):
+            entry = found.setdefault(m.name, [0.0, (i, j), m, []])
+            entry[0] += m.lost
+            entry[3].append(part.label or part.title)
+    ranked = sorted((e for e in found.values() if e[0] > 0), key=lambda e: (-e[0], e[1]))[:limit]
+    if ranked:
+        return [FixFirst(m.title, m.anchor, fmt_points(lost), _where(where)) for lost, _, m, where in ranked]
+    worst = max((p for p in parts if p.lost > 0), key=lambda p: p.lost, default=None)  # max keeps the first of ties
+    if worst is None:
+        return []
+    return [FixFirst(worst.title, f"part-{worst.grade_id}", fmt_points(worst.lost), _where([worst.label]),
+                     mistake=False)]
+
+
+_LABEL = re.compile(r"第 (\d+) 部分")
+
+
+def _where(labels: list[str]) -> str:
+    """["第 2 部分", "第 3 部分"] -> "第 2、3 部分"; other labels joined with "、"."""
+    labels = [x for x in dict.fromkeys(labels) if x]
+    numbers = [m.group(1) for m in map(_LABEL.fullmatch, labels) if m]
+    if labels and len(numbers) == len(labels):
+        return f"第 {'、'.join(numbers)} 部分"
+    return "、".join(labels)
 
 
 def _handin_view(result: SubmissionResult) -> dict | None:
@@ -158,11 +243,17 @@ def _handin_view(result: SubmissionResult) -> dict | None:
     }
 
 
-def render_report(result: SubmissionResult) -> str:
-    """One student's report for one assignment: a self-contained HTML page in Chinese."""
+def render_report(result: SubmissionResult, now: datetime | None = None) -> str:
+    """One student's report for one assignment: a self-contained HTML page in Chinese.
+
+    The right hand answers (for the student's own numbers) are shown only when the course allows it
+    (c.Autograde.show_hand_answers_after_due, kept in the hand-in record) and `now` (default: the present) is after
+    the due date with the student's extension."""
     info = assignment_info(result.assignment_id)
     parts = [_part_view(p, info, result) for p in result.parts]
-    hand = _hand_view(result)
+    show_right = bool(result.handin is not None and result.handin.show_answers_after_due
+                      and due_passed(result, now))
+    hand = _hand_view(result, show_right)
     if hand:
         # the hand computation belongs in the part whose checks are the hand checks
         home = next((v for v in parts if assignments.is_hand_check(result.assignment_id, v.grade_id)), None)
@@ -187,4 +278,7 @@ def render_report(result: SubmissionResult) -> str:
         notebook=PurePath(result.notebook).name if result.notebook else "",
         version=result.grader_version or __version__, tier=result.tier or "未知",
         tier_note=TIER_NOTES.get(result.tier, "未记录隔离方式"), weak_tier=result.tier == "rlimits",
+        fix_first=[] if error else _fix_first(parts), overview=not error and bool(parts),
+        all_full=not error and all(p.lost <= 0 for p in parts),
+        right_shown=any(v.hand and v.hand["right_shown"] for v in parts) or bool(hand and hand["right_shown"]),
     )
