@@ -216,7 +216,7 @@ def grade(
                                             help="Fall back to rlimits-only isolation if nothing stronger works.",
                                             rich_help_panel=PANEL_SANDBOX),
     workers: int = typer.Option(None, "--workers", "-j", min=1,
-                                help="Worker processes on this machine (default: the number of cores), or the "
+                                help="Worker processes on this machine (default: $AUTOGRADE_WORKERS, else the number of cores), or the "
                                      "LocalCluster's workers with --executor dask.", rich_help_panel=PANEL_SCALE),
     executor: Executor = typer.Option("local", "--executor", help="local (worker processes here) or dask (a Dask "
                                                              "LocalCluster, or the cluster of --scheduler).",
@@ -241,10 +241,11 @@ def grade(
 
     try:
         budget_bytes = None if memory_budget is None else parse_bytes(memory_budget)
+        workers = workers or default_workers()
     except ValueError as exc:
         fail(str(exc))
     options = RunOptions(assignments=assignments, submissions=submissions, out=out, students=set(student or []),
-                         resume=resume, force=force, workers=workers or default_workers(),
+                         resume=resume, force=force, workers=workers,
                          executor="dask" if scheduler else executor, scheduler=scheduler,
                          gradebook=gradebook, tier=sandbox, allow_weak_sandbox=allow_weak_sandbox,
                          cell_timeout=cell_timeout, probe_timeout=probe_timeout,
@@ -485,7 +486,7 @@ def demo(
 def bench(
     students: int = typer.Option(20, "--students", "-n", min=1, help="Synthetic students (each submits every assignment)."),
     assignment: list[str] = typer.Option(None, "--assignment", "-a", metavar="ID", help="Only these assignments (repeatable)."),
-    workers: int = typer.Option(None, "--workers", "-j", min=1, help="Worker processes (default: the number of cores)."),
+    workers: int = typer.Option(None, "--workers", "-j", min=1, help="Worker processes (default: $AUTOGRADE_WORKERS, else the number of cores)."),
     executor: Executor = typer.Option("local", "--executor", help="local or dask (a LocalCluster)."),
     vs_nbgrader: bool = typer.Option(False, "--vs-nbgrader",
                                      help="Also run `nbgrader autograde` on a subset of the same notebooks and print "
@@ -504,8 +505,12 @@ def bench(
     from autograder.run import GradingRunError, resolve_assignments
 
     try:
+        workers = workers or default_workers()
+    except ValueError as exc:
+        fail(str(exc))
+    try:
         ids = resolve_assignments(assignment or ["all"])
-        code = run_bench(students, ids, workers or default_workers(), executor, vs_nbgrader, nbgrader_subset,
+        code = run_bench(students, ids, workers, executor, vs_nbgrader, nbgrader_subset,
                          sandbox, keep, run_all_cells=run_all_cells, both_ways=both_ways)
     except GradingRunError as exc:
         fail(str(exc), exc.exit_code)

@@ -17,6 +17,9 @@ STUDENT_IDS = ("alice", "2024012345")
 
 # A fixed course secret for the tests: the grader then writes no .autograde-secret into the checkout.
 os.environ.setdefault("AUTOGRADE_SECRET", "test-course-secret")
+# One grading worker per run unless a test passes --workers (or workers=): two test workers already fill the
+# machine's two cores, and each extra grading worker only adds its start-up (torch, pytest, a warm sandbox parent).
+os.environ.setdefault("AUTOGRADE_WORKERS", "1")
 
 
 def source_notebook(assignment_id: str) -> Path:

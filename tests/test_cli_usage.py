@@ -233,3 +233,29 @@ def test_no_command_makes_out_when_it_has_nothing_to_do_there(tmp_path):
     result = RUNNER.invoke(app, ["grade", "rmsnorm", "--submissions", str(empty), "--out", str(existing), "--dry-run"])
     assert result.exit_code == 0 and existing.is_dir()  # a folder that was there stays
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "lms.csv", "no", "o3"]
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1", "1.5"])
+@pytest.mark.parametrize("command", [["grade", "rmsnorm", "--submissions", "SUB", "--out", "OUT"],
+                                     ["grade", "rmsnorm", "--submissions", "SUB", "--out", "OUT", "--dry-run"],
+                                     ["bench", "--keep", "OUT"], ["demo", "--out", "OUT"]])
+def test_a_bad_workers_default_from_the_environment_is_refused_before_anything_is_made(command, value, tmp_path):
+    (tmp_path / "submitted").mkdir()
+    args = [a.replace("SUB", str(tmp_path / "submitted")).replace("OUT", str(tmp_path / "out")) for a in command]
+    result = RUNNER.invoke(app, args, env={"AUTOGRADE_WORKERS": value})
+    assert result.exit_code == 2, result.output
+    assert "$AUTOGRADE_WORKERS must be a whole number >= 1" in plain(result.output) and repr(value) in plain(result.output)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_workers_default_is_the_environment_s_else_the_cores(monkeypatch):
+    import os
+
+    from autograder.running.executors import default_workers
+
+    monkeypatch.setenv("AUTOGRADE_WORKERS", "3")
+    assert default_workers() == 3
+    monkeypatch.delenv("AUTOGRADE_WORKERS")
+    assert default_workers() == len(os.sched_getaffinity(0))
+    monkeypatch.setenv("AUTOGRADE_WORKERS", " ")  # blank: not set
+    assert default_workers() == len(os.sched_getaffinity(0))

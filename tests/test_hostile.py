@@ -1,6 +1,7 @@
 """The hostile-submission corpus (tests/hostile/corpus.py), graded under every sandbox tier this machine runs.
 
-Per tier, one batch: the honest baselines, every case the tier contains, the honest baselines again. For
+Per tier, one batch (under the machine's first tier as the CLI grades, unchanged demo cells skipped; under the others
+with every cell run): the honest baselines, every case the tier contains, the honest baselines again. For
 every case: the batch completes; the result has the status, failing cells, failing parts and message
 written for it; its score is never above its baseline's; honest submissions graded after every trick get
 what they got before them, and the cases that act on processes or the disk get the same result graded alone;
@@ -54,7 +55,10 @@ def run(request, tmp_path_factory):
     course = plant_course(tmp / "course", secret)
     markers = tmp / "markers"
     markers.mkdir()
-    options = GradingOptions(limits=HOSTILE_LIMITS, tier=tier)
+    # the first tier grades as the CLI does (unchanged demo cells skipped, a result that is not clean graded again
+    # with every cell); the others run every cell once: what they are here for is containment, and the skipping is
+    # the same static analysis under every tier
+    options = GradingOptions(limits=HOSTILE_LIMITS, tier=tier, run_all_cells=tier != MACHINE_TIERS[0])
     with Listeners() as net:
         ctx = Context(markers, course, secret, net.tcp_port, net.udp_port, net.unix_paths, net.fifo_paths)
         cases = [c for c in CASES if tier in c.contained_by]

@@ -66,7 +66,17 @@ class Executor:
     prestarted: list = field(default_factory=list, repr=False, compare=False)  # (settings, _Worker) from prestart
 
 
+WORKERS_ENV = "AUTOGRADE_WORKERS"
+
+
 def default_workers() -> int:
+    """The workers when --workers is not given: $AUTOGRADE_WORKERS, else the number of cores this process may use.
+    ValueError for a value that is not a whole number >= 1."""
+    value = os.environ.get(WORKERS_ENV, "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"${WORKERS_ENV} must be a whole number >= 1 (the default of --workers), not {value!r}")
+        return int(value)
     return max(len(os.sched_getaffinity(0)), 1)
 
 

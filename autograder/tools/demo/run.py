@@ -14,6 +14,12 @@ def run_demo(out: Path, tier: str | None = None) -> RunSummary:
     """The bundled example class as an nbgrader course, graded: what the README's first command shows."""
     from autograder.tools.demo.build import DEMO_MARKER, build_demo_course
 
+    from autograder.running.executors import default_workers
+
+    try:  # a bad $AUTOGRADE_WORKERS stops before anything is removed
+        workers = default_workers()
+    except ValueError as exc:
+        raise GradingRunError(str(exc)) from None
     out = Path(out)
     if (out / DEMO_MARKER).exists():  # a previous demo: start its grading afresh
         for name in ("autograde", "feedback"):
@@ -24,8 +30,7 @@ def run_demo(out: Path, tier: str | None = None) -> RunSummary:
     except FileExistsError as exc:
         raise GradingRunError(str(exc)) from None
     import_roster(demo.root, demo.roster_csv)
-    from autograder.running.executors import default_workers
 
     return run_grading(RunOptions(assignments=["all"], submissions=demo.root / "submitted",
-                                  out=demo.root / "autograde", tier=tier, workers=default_workers(), **DEMO_LIMITS),
+                                  out=demo.root / "autograde", tier=tier, workers=workers, **DEMO_LIMITS),
                        progress=True)
