@@ -613,3 +613,11 @@ def test_the_right_hand_answers_only_after_the_due_date_and_when_the_course_allo
 
     result.handin = H(show_answers_after_due=True)
     assert shown not in render_report(result, now=after)
+
+
+def test_points_are_written_as_a_person_writes_them():
+    from autograder.reporting.formatting import fmt_points
+
+    assert [fmt_points(x) for x in (10, 10.0, 1.5, 1.25, 0.125, 0.375, 2 / 3, 0.1 + 0.2)] == \
+        ["10", "10", "1.5", "1.25", "0.125", "0.375", "0.667", "0.3"]
+    assert [fmt_points(x) for x in (float("nan"), "x", True)] == ["nan", "x", "True"]

@@ -207,7 +207,7 @@ def test_the_checker_as_a_student_runs_it_prints_chinese_only(tmp_path):
     assert "学号 STUDENT_ID 是空的" in done.stdout
 
 
-def test_in_a_fresh_environment_with_the_student_requirements_only(tmp_path):
+def test_in_a_fresh_environment_with_the_student_requirements_only(tmp_path, record_property):
     """torch==2.13.0 first, then student-requirements.txt as students get it, from a local wheelhouse (no network);
     the checker and a notebook in a folder of their own: nothing of this repository is importable there."""
     if not any(WHEELHOUSE.glob("torch-2.13.0*.whl")):
@@ -238,7 +238,8 @@ def test_in_a_fresh_environment_with_the_student_requirements_only(tmp_path):
                           capture_output=True, text=True, timeout=120)
     seconds = time.monotonic() - started
     assert done.returncode == 0, done.stdout + done.stderr
-    assert seconds < 60, f"the check took {seconds:.0f} s"
+    # a figure for the run's output, not an assertion (speed is measured, never asserted)
+    record_property("summary_line", f"students' checker on a finished rmsnorm notebook, fresh environment: {seconds:.1f} s")
     assert "自检 rmsnorm_module 通过" in done.stdout and done.stderr == ""
     version = subprocess.run([student_python, "-c", "import torch; print(torch.__version__)"], env=env,
                              capture_output=True, text=True)

@@ -57,10 +57,11 @@ _env = Environment(
 
 
 def fmt_points(x) -> str:
-    """Points as a person writes them: 10, 1.5, 1.25."""
+    """Points as a person writes them: 10, 1.5, 1.25, 0.125 (three decimals: an eighth of a point, e.g. a share of a
+    check kept as convention credit, is not shown as 0.12)."""
     if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
         return str(x)
-    return f"{round(float(x), 2):g}"
+    return f"{round(float(x), 3):g}"
 
 
 def fmt_value(value) -> str:
