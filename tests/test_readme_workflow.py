@@ -178,6 +178,10 @@ def test_the_shared_server_workflow_as_the_readme_writes_it(tmp_path, students, 
     for student, html in feedback.items():
         assert f"学号 <b>{student}</b>" in html and all(o not in html for o in (alice, bob, carol) if o != student)
     assert "迟交扣分" in feedback[alice] and "<b>8</b> / 10" in feedback[alice]
+    # the README releases the feedback again after the extension: what alice fetched last says it
+    released = [i for i, c in enumerate(commands) if c.startswith("nbgrader release_feedback")]
+    assert len(released) == 2 and released[-1] > commands.index(grades[1]), released
+    assert "含延期" in feedback[alice] and "含延期" not in feedback[bob]
     assert "extension rmsnorm alice" in " ".join(commands[commands.index(grades[0]):commands.index(grades[1])])
     # after the extension, a plain grade (exit 0: `run` checks it) reuses the stored policy and regrades nothing
     regraded = outputs[grades[1]][-1]
