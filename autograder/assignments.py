@@ -7,8 +7,8 @@ The assignments are found by scanning: every `assignments/<id>/<id>.ipynb` whose
     "metadata": {"autograde": {"order": 1, "hand_parts": ["rmsnorm_hand"]}, ...}
 
 - `order`: where the assignment stands in the chapter (the CLI, the summary and the demo list them in this order);
-- `hand_parts`: the grade ids of the parts computed by hand with per-student numbers (the solution module then
-  defines `hand_inputs(student_id)` and `hand_answers(inputs)`); every check of such a part is a hand check.
+- `hand_parts`: the grade ids of the parts computed by hand with per-student numbers (solutions/hand/<id>.py
+  then defines `hand_inputs(student_id)` and `hand_answers(inputs)`, without torch); every check of such a part is a hand check.
 
 The parts, their points and their titles are the notebook's own grade cells and headings. Adding an assignment is
 adding files: the source notebook with its record, `solutions/<id>.py`, `autograder/checks/<id>.py` and, for the

@@ -16,7 +16,7 @@ from autograder import __version__
 from autograder.assignments import Assignment, has_hand, load_assignment
 from autograder.checks.plugin import CheckContext, CheckOutcome, GradingPlugin, run_pytest
 from autograder.course import course_secret, student_seed
-from autograder.checks.diagnosis import variants_of
+from autograder.catalogue import variants_of
 from autograder.running.notebook_run import NotebookRun, SandboxGaveUp, budget_text
 from autograder.checks.probes import CheckFailed, StudentCode
 from autograder.intake.reading import UnreadableNotebook, prepare
@@ -187,7 +187,7 @@ class Grader:
         timings = {"read": round(time.monotonic() - started, 4)}
         result, clean = self._attempt(submission, assignment, run_checks, prepared, prepared.cells, prepared.skipped,
                                       seed, deadline, timings)
-        if prepared.skipped and clean == "not clean" and time.monotonic() < deadline:
+        if clean == "stopped":
             timings["skipped_attempt"] = round(sum(v for k, v in timings.items() if k != "read"), 4)
             for key in [k for k in timings if k not in ("read", "skipped_attempt")]:
                 timings["skipped_" + key] = timings.pop(key)
@@ -199,7 +199,10 @@ class Grader:
     def _attempt(self, submission: Submission, assignment: Assignment, run_checks, prepared, cells: list,
                  skipped: list[int], seed: int, deadline: float, timings: dict) -> tuple[SubmissionResult, str]:
         """One run of `cells` and the checks: the result, and "clean" (every cell that ran succeeded, every check
-        passed), "not clean", or "spent" (the submission's time or memory budget ran out)."""
+        passed), "not clean", or "spent" (the submission's time or memory budget ran out).
+
+        With `skipped` cells the result stands only if clean: at the first failing cell or check (its budget not
+        spent) the attempt stops, undiagnosed and incomplete: "stopped", to be graded again with every cell."""
         result = SubmissionResult(
             student_id=submission.student_id, assignment_id=assignment.id, status=STATUS_GRADED, score=0.0,
             max_score=assignment.max_score, tier=self.tier, seed=seed, grader_version=__version__,
@@ -215,6 +218,16 @@ class Grader:
 
         run = NotebookRun(self.environment, self.tier, self.options.limits, submission.student_id, cells,
                           self.warm_parent(), deadline=deadline)  # a warm parent that cannot start is ours to fix
+        stopped = []
+
+        def stop_here() -> bool:
+            """Stop this attempt, not clean, unless its budget is spent (then graded again it would only spend it
+            again: this result stands, and is completed)."""
+            if run.exhausted or run.memory_exceeded:
+                return False
+            stopped.append(True)
+            return True
+
         try:
             try:
                 result.cells = run.start(on_started=lambda: lap("sandbox_start"))
@@ -223,9 +236,14 @@ class Grader:
                                                 for c in cells[len(run.cell_runs):]]
             result.cells, result.cell_errors_omitted = bounded_cells(result.cells)
             lap("cells")
+            if skipped and not all(c.ok for c in result.cells) and stop_here():
+                return result, "stopped"
             student = StudentCode(run, submission.student_id, assignment.id, seed, self.options.limits.probe_timeout)
-            outcomes = run_checks(CheckContext(student, assignment.id, submission.student_id, seed))
+            outcomes = run_checks(CheckContext(student, assignment.id, submission.student_id, seed),
+                                  stop_at_failure=stop_here if skipped else None)
             lap("checks")
+            if stopped:
+                return result, "stopped"
             result.hand_answers = typed_answers(student, assignment.id)
             exhausted = run.exhausted
             if exhausted:

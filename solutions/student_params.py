@@ -30,7 +30,7 @@ def student_params(assignment_id: str, student_id: str) -> dict:
     """The hand-computation inputs of `assignment_id` for `student_id` (what the notebook shows them)."""
     module = _module(assignment_id)
     if not callable(getattr(module, "hand_inputs", None)):
-        raise ValueError(f"assignment_id: {assignment_id!r} has no hand computation (solutions/{assignment_id}.py "
+        raise ValueError(f"assignment_id: {assignment_id!r} has no hand computation (solutions/hand/{assignment_id}.py "
                          "defines no hand_inputs)")
     return module.hand_inputs(student_id)
 
@@ -45,8 +45,9 @@ def _module(assignment_id: str):
     if not isinstance(assignment_id, str) or not assignment_id.isidentifier():
         raise ValueError(f"assignment_id: {assignment_id!r} is not an assignment id")
     try:
-        return importlib.import_module(f"solutions.{assignment_id}")
+        return importlib.import_module(f"solutions.hand.{assignment_id}")  # no torch: the recording process's too
     except ModuleNotFoundError as error:
-        if error.name != f"solutions.{assignment_id}":
+        if error.name != f"solutions.hand.{assignment_id}":
             raise
-        raise ValueError(f"assignment_id: {assignment_id!r} has no module solutions/{assignment_id}.py") from None
+        raise ValueError(f"assignment_id: {assignment_id!r} has no hand computation (no module "
+                         f"solutions/hand/{assignment_id}.py)") from None

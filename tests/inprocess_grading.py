@@ -124,7 +124,8 @@ def judge(kind: str, example, outcomes) -> tuple[bool, str]:
                f"(expected {example.diagnosis or 'nothing'})"
 
 
-def grade_examples(assignment_ids=None, names=None, student_ids=(STUDENT_ID,), select=None) -> list[Verdict]:
+def grade_examples(assignment_ids=None, names=None, student_ids=(STUDENT_ID,), select=None,
+                   checks_of=None) -> list[Verdict]:
     """Every example of the assignments (only those whose name is in `names`, "reference" for the reference, and
     those `select(kind, example)` keeps, when given), graded in this process for each of `student_ids` (each with its
     own seed and hand inputs), with one pytest session of their checks."""
@@ -165,7 +166,8 @@ def grade_examples(assignment_ids=None, names=None, student_ids=(STUDENT_ID,), s
         run = InProcessRun(cells_of(a, example), limits, student_id)
         seed = student_seed(SECRET, a, student_id)
         student = StudentCode(run, student_id, a, seed, TIMEOUT)
-        outcomes = run_checks(CheckContext(student, a, student_id, seed))
+        context = CheckContext(student, a, student_id, seed)
+        outcomes = checks_of(run_checks, context) if checks_of else run_checks(context)
         ok, why = judge(kind, example, outcomes)
         verdicts.append(Verdict(a, kind, example.name if example else "reference", ok, why,
                                 sorted(o.spec.name for o in outcomes if not o.passed),

@@ -44,7 +44,7 @@ def test_the_course_is_what_the_records_declare():
 
 @pytest.mark.parametrize("assignment_id", assignment_ids())
 def test_each_record_agrees_with_its_solution_module_and_release(assignment_id):
-    """A declared hand part has per-student numbers (solutions/<id>.py's hand_inputs), an assignment without one
+    """A declared hand part has per-student numbers (solutions/hand/<id>.py's hand_inputs), an assignment without one
     has none; the record travels into release/ unchanged (the students' tools read it)."""
     assignment = load_assignment(assignment_id)
     if assignment.has_hand:
@@ -107,11 +107,9 @@ DUMMY_CHECKS = '''"""Checks of the dummy assignment l2_unit."""
 
 import torch
 
+from autograder.catalogue.l2_unit import VARIANTS  # noqa: F401 (the plugin reads the module's catalogue)
 from autograder.checks import F64, check, expect_close, expect_true
-from autograder.checks.diagnosis import catalogue
 from solutions import l2_unit as ref
-
-VARIANTS = catalogue()
 
 
 @check("l2_unit", points=1)
@@ -127,6 +125,12 @@ def test_rows_have_unit_norm(student, rng):
     """l2_normalize 与参考实现一致（float64）"""
     x = torch.randn(3, 5, generator=rng, dtype=torch.float64)
     expect_close(student.call("l2_normalize", x), ref.l2_normalize(x), F64)
+'''
+DUMMY_CATALOGUE = '''"""The catalogue of the dummy assignment l2_unit's mistakes: none yet."""
+
+from autograder.catalogue import catalogue
+
+VARIANTS = catalogue()
 '''
 DUMMY_EXAMPLES = '''from autograder.examples import alternative, mistake
 
@@ -188,6 +192,7 @@ def test_an_eighth_assignment_is_new_files_only(tmp_path):
     (repo / "assignments" / DUMMY).mkdir()
     nbformat.write(_dummy_notebook(), repo / "assignments" / DUMMY / f"{DUMMY}.ipynb")
     (repo / "solutions" / f"{DUMMY}.py").write_text(DUMMY_SOLUTION)
+    (repo / "autograder" / "catalogue" / f"{DUMMY}.py").write_text(DUMMY_CATALOGUE)
     (repo / "autograder" / "checks" / f"{DUMMY}.py").write_text(DUMMY_CHECKS)
     (repo / "autograder" / "examples" / f"{DUMMY}.py").write_text(DUMMY_EXAMPLES)
     python = sys.executable

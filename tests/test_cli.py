@@ -383,3 +383,32 @@ def test_a_blank_student_id_is_a_bad_submission_and_an_unknown_student_is_said_t
     results = json.loads((course / "out" / "results.json").read_text())
     assert [r["student"] for r in results] == ["alice"]
     assert "评分程序出错" not in done.output + (course / "out" / "summary.html").read_text()
+
+
+# The run that records the grades imports none of what grading needs (autograder.running.worker grades): the
+# catalogue, the hand answers and nbgrader's gradebook API come without torch, pytest or nbgrader's Jupyter server.
+RECORDING_PROCESS = """
+import json, sys
+from autograder.cli import app
+try:
+    app(sys.argv[1:], prog_name="autograde")
+except SystemExit as exit_:
+    code = exit_.code
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "pytest", "jupyter_server")
+               or m.startswith("nbgrader.server_extensions"))
+print(json.dumps({"code": code, "heavy": heavy}))
+"""
+
+
+def test_the_recording_process_imports_neither_torch_nor_pytest_nor_nbgraders_server(tmp_path):
+    course = make_course(tmp_path / "course")
+    out = course / "out"
+    for args in (["grade", "rmsnorm", "--submissions", str(course / "submitted"), "--out", str(out), "--workers", "1",
+                  *FAST], ["report", "--out", str(out), "--course", str(course)]):
+        done = subprocess.run([sys.executable, "-c", RECORDING_PROCESS, *args], capture_output=True, text=True,
+                              cwd=course, timeout=600)
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        assert seen == {"code": 0, "heavy": []}, (args[0], done.stderr[-2000:])
+    # the run did what it does: reports with the hand answers checked, and the copied-answer check in the summary
+    assert (out / "reports").is_dir() and any((out / "reports").rglob("*.html"))
+    assert "rmsnorm" in (out / "summary.html").read_text(encoding="utf-8")

@@ -115,7 +115,7 @@ def answer_lines() -> dict[str, str]:
     for path in sorted((REPO_ROOT / "assignments").glob("*/*.ipynb")):
         for cell in cells(path):
             found.update(dict.fromkeys(_region_lines(cell.source), str(path.relative_to(REPO_ROOT))))
-    for path in sorted((REPO_ROOT / "solutions").glob("*.py")):
+    for path in sorted((REPO_ROOT / "solutions").rglob("*.py")):  # solutions/hand/ too
         text = path.read_text(encoding="utf-8")
         found.update(dict.fromkeys(_region_lines(text), str(path.relative_to(REPO_ROOT))))
         for node in ast.walk(ast.parse(text)):

@@ -33,6 +33,7 @@ name) leaves the comparison's own failure message to the student, names nothing,
 (take_diagnosis_crashes); the plugin reports the check as a check bug whatever the reference does.
 """
 
+import contextlib
 import math
 import traceback
 from collections.abc import Callable, Sequence
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
+from autograder.catalogue import DIAGNOSIS_RAISED
 from autograder.checks.diagnosis import PRECISION, Variant, lookup, named
 from autograder.checks.probes import CheckFailed, ModuleRun, NotAnswered, StudentCodeFailed, describe_value, module_arg, probe_net_arg
 
@@ -52,7 +54,7 @@ __all__ = [
     "FLOAT32_ROUNDING", "expect_float64_precision", "PrecisionNamed", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
     "expect_parameters", "attempt", "reference_with", "random_weights", "random_mask", "randn", "randint", "is_number",
     "close_number", "number_close", "values_close", "is_float_tensor", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
-    "take_diagnosis_crashes", "DIAGNOSIS_RAISED",
+    "take_diagnosis_crashes", "DIAGNOSIS_RAISED", "without_diagnosis",
 ]
 
 
@@ -95,7 +97,6 @@ def expect_true(condition: bool, message: str, details: dict | None = None, diag
 # --- diagnosis never breaks a check ----------------------------------------------------------------------------
 
 # The first line of a check bug's `crash` text when the diagnosis raised (the class summary tells it apart by this)
-DIAGNOSIS_RAISED = "the diagnosis raised (a variant, hint or key recogniser); the student got the comparison's own message"
 _diagnosis_crashes: list[str] = []  # since the last take_diagnosis_crashes(): what each diagnosis step raised
 
 
@@ -107,9 +108,26 @@ def take_diagnosis_crashes() -> list[str]:
     return taken
 
 
+_diagnosing = [True]  # False inside without_diagnosis()
+
+
+@contextlib.contextmanager
+def without_diagnosis():
+    """No variant, hint or key recogniser runs inside (a failing comparison keeps its own message): for an attempt
+    whose result is thrown away at its first failure (the engine's attempt with the demo cells skipped)."""
+    _diagnosing.append(False)
+    try:
+        yield
+    finally:
+        _diagnosing.pop()
+
+
 def _guarded(step: Callable[[], object], default=None):
     """`step()`, or `default` when it raises (recorded for take_diagnosis_crashes): a variant, hint or recogniser
-    that crashes names nothing and adds nothing; the comparison's failure stays what the student gets."""
+    that crashes names nothing and adds nothing; the comparison's failure stays what the student gets. `default`
+    without calling it inside without_diagnosis()."""
+    if not _diagnosing[-1]:
+        return default
     try:
         return step()
     except Exception as exc:  # a bug of the check's diagnosis, whatever it is: never the student's message

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.checks import DIAGNOSIS_RAISED, PrecisionNamed, take_diagnosis_crashes
+from autograder.checks import DIAGNOSIS_RAISED, PrecisionNamed, take_diagnosis_crashes, without_diagnosis
 from autograder.checks.pytest_adapter import TestReport, runtestprotocol
 from autograder.checks.probes import CheckFailed, StudentCode
 from autograder.intake.validate import bounded_tree, clipped, safe_text
@@ -129,12 +129,19 @@ class GradingPlugin:
                     )
 
     def pytest_collection_finish(self, session):
-        from autograder.checks.diagnosis import Variant
+        from autograder.catalogue import Variant, variants_of
 
         for assignment_id, items in self.items.items():
             variants = getattr(items[0].module, "VARIANTS", None)
             if not isinstance(variants, dict) or not all(isinstance(v, Variant) for v in variants.values()):
                 raise CheckConfigError(f"{assignment_id}.py must declare VARIANTS, its catalogue of mistakes")
+            try:  # the reports read the titles and explanations from the catalogue's own module (no torch there)
+                listed = variants_of(assignment_id)
+            except ModuleNotFoundError:
+                listed = None
+            if listed != variants:
+                raise CheckConfigError(f"{assignment_id}.py's VARIANTS must be the catalogue of "
+                                       f"autograder/catalogue/{assignment_id}.py (import it from there)")
             self.variants[assignment_id] = variants
 
     def pytest_collectreport(self, report):
@@ -153,14 +160,27 @@ class GradingPlugin:
             self.error = exc
         return True
 
-    def run_checks(self, context: CheckContext, names: set[str] | None = None) -> list[CheckOutcome]:
-        """The checks of the context's assignment (only `names`, if given) on the context's student."""
+    def run_checks(self, context: CheckContext, names: set[str] | None = None,
+                   stop_at_failure: Callable[[], bool] | None = None) -> list[CheckOutcome]:
+        """The checks of the context's assignment (only `names`, if given) on the context's student.
+
+        `stop_at_failure`: for a result that is thrown away unless every check passes, the checks run without
+        diagnosis, and at the first that fails the rest are left out if `stop_at_failure()` says so (the list
+        is then shorter); if it says no (the result stands after all), the rest run as always."""
         self.context = context
         outcomes = []
         try:
             for item, spec in zip(self.items.get(context.assignment_id, []), self.specs.get(context.assignment_id, [])):
                 if names is None or spec.name in names:
-                    outcomes.append(self._run_item(item, spec))
+                    if stop_at_failure is None:
+                        outcomes.append(self._run_item(item, spec))
+                        continue
+                    with without_diagnosis():
+                        outcomes.append(self._run_item(item, spec))
+                    if not outcomes[-1].passed:
+                        if stop_at_failure():
+                            break
+                        stop_at_failure = None
         finally:
             self.context = None
         parts = {}

@@ -12,6 +12,7 @@ answer has no auto score (as nbgrader has it) and waits for the instructor's.
 
 import contextlib
 import functools
+import importlib.util
 import os
 import subprocess
 import sys
@@ -20,13 +21,45 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import nbformat
-import nbgrader.api
-from nbgrader import utils as nbgrader_utils
-from nbgrader.api import Comment, Grade, Gradebook, MissingEntry
-from sqlalchemy.exc import SAWarning
 
-from autograder.assignments import Assignment
-from autograder.recording.results import SubmissionResult
+
+def _nbgrader_without_its_server() -> None:
+    """nbgrader's package, its `__init__` not run yet: that loads nbgrader's Jupyter server extensions (tornado,
+    jupyter_server: about 0.7 s), which the gradebook API never uses. Its submodules import as always; the first
+    look-up of a name `__init__` defines (e.g. `_jupyter_server_extension_points`) runs it then. Nothing when
+    nbgrader is imported already."""
+    if "nbgrader" in sys.modules:
+        return
+    spec = importlib.util.find_spec("nbgrader")
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return  # not a package found on disk: import it as always (or fail there, saying why)
+    package = importlib.util.module_from_spec(spec)
+    running = []
+
+    def complete(name: str):
+        # a submodule not imported yet (`from . import utils`) is the import system's to load, not a reason to run
+        # __init__; nor is a dunder look-up
+        if not running and not name.startswith("__") and importlib.util.find_spec(f"nbgrader.{name}") is None:
+            running.append(True)
+            spec.loader.exec_module(package)  # the package's own __init__, in the same module object
+            if name in package.__dict__:
+                return package.__dict__[name]
+        raise AttributeError(f"module 'nbgrader' has no attribute {name!r}")
+
+    package.__getattr__ = complete
+    sys.modules["nbgrader"] = package
+    package.__version__ = importlib.import_module("nbgrader._version").__version__
+
+
+_nbgrader_without_its_server()
+
+import nbgrader.api  # noqa: E402 (after the package is in place without its server)
+from nbgrader import utils as nbgrader_utils  # noqa: E402
+from nbgrader.api import Comment, Grade, Gradebook, MissingEntry  # noqa: E402
+from sqlalchemy.exc import SAWarning  # noqa: E402
+
+from autograder.assignments import Assignment  # noqa: E402
+from autograder.recording.results import SubmissionResult  # noqa: E402
 
 
 def _alembic_on_path() -> None:

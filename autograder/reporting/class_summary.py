@@ -20,8 +20,7 @@ from markupsafe import Markup
 
 from autograder import __version__
 from autograder.assignments import has_hand
-from autograder.checks import DIAGNOSIS_RAISED
-from autograder.checks.diagnosis import heading
+from autograder.catalogue import DIAGNOSIS_RAISED, heading
 from autograder.recording.class_record import NOT_ON_ROSTER
 from autograder.recording.results import STATUS_ERROR, SubmissionResult
 from autograder.running.sandbox.tiers import PROTECTS

@@ -16,7 +16,7 @@ from pathlib import PurePath
 
 from autograder import __version__, assignments
 from autograder.assignments import has_hand
-from autograder.checks.diagnosis import explain, heading
+from autograder.catalogue import explain, heading
 from autograder.recording.results import (
     FLAG_IDENTITY, FLAG_TIME, FLAG_UNANSWERED, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, STATUS_ERROR, CheckResult,
     PartResult, SubmissionResult,

@@ -22,9 +22,9 @@ from pathlib import Path
 import nbformat
 
 from autograder import REPO_ROOT
-from autograder.checks.diagnosis import variants_of
+from autograder.catalogue import variants_of
 from autograder.engine import GradingOptions, Submission, grade_batch
-from autograder.checks.diagnosis import PRECISION
+from autograder.catalogue import PRECISION
 from autograder.examples import (Alternative, Mistake, PrecisionCase, alternatives, mistakes, notebook_with_edits,
                                  precision_cases)
 from autograder.recording.results import SubmissionResult
