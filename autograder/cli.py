@@ -237,7 +237,7 @@ def grade(
                            late_cap_percent=late_cap_percent, time_tolerance=time_tolerance, exchange=exchange,
                            course_id=course_id, release_flagged_feedback=release_flagged_feedback)
 
-    from autograder.running.executors import default_workers
+    from autograder.jobs.executors import default_workers
 
     try:
         budget_bytes = None if memory_budget is None else parse_bytes(memory_budget)
@@ -324,7 +324,8 @@ def extension(
     except LockedError as exc:
         fail(str(exc))
     from autograder.reporting.formatting import fmt_duration_words
-    from autograder.reporting.local_time import TimeDisplay, course_display
+    from autograder.intake.handin import course_display
+    from autograder.intake.local_time import TimeDisplay
 
     try:
         display = course_display(course)  # the course's c.NbGraderAPI.timezone, as formgrader shows its times
@@ -343,7 +344,8 @@ def report(
     course: Path = typer.Option(None, "--course", help="Also write nbgrader feedback into this course folder."),
 ):
     """Re-render the reports, the summary, results.json and grades.csv from stored results, without regrading."""
-    from autograder.run import GradingRunError, rerender
+    from autograder.commands.report import rerender
+    from autograder.run import GradingRunError
 
     notes: list[str] = []
     try:
@@ -364,7 +366,8 @@ def forget(
 ):
     """Remove one stored result from OUT (and its submission from the gradebook): the only way a grade leaves the
     exports. A result whose submission a later run did not find (a partial LMS download) is kept until then."""
-    from autograder.run import GradingRunError, forget as forget_result
+    from autograder.commands.forget import forget as forget_result
+    from autograder.run import GradingRunError
 
     try:
         lines = forget_result(out, student, assignment, dry_run)
@@ -386,7 +389,8 @@ def lms_grades(
                                help="Canvas: the assignment's column (default: the one named after the assignment)."),
 ):
     """Fill the LMS's exported gradebook with the final scores and write it to OUT/lms/, ready to import."""
-    from autograder.run import GradingRunError, fill_lms_gradebook
+    from autograder.commands.lms_grades import fill_lms_gradebook
+    from autograder.run import GradingRunError
 
     try:
         report = fill_lms_gradebook(out, assignment, lms_gradebook, column)
@@ -501,7 +505,7 @@ def bench(
 ):
     """Grade a synthetic class (correct, wrong and broken work) and print notebooks/s, median, p95 and peak memory."""
     from autograder.tools.bench import bench as run_bench
-    from autograder.running.executors import default_workers
+    from autograder.jobs.executors import default_workers
     from autograder.run import GradingRunError, resolve_assignments
 
     try:

@@ -20,7 +20,7 @@ from autograder.catalogue import variants_of
 from autograder.running.notebook_run import NotebookRun, SandboxGaveUp, budget_text
 from autograder.checks.probes import CheckFailed, StudentCode
 from autograder.intake.reading import UnreadableNotebook, prepare
-from autograder.recording.results import (STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult,
+from autograder.results import (STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult,
                                           SubmissionResult, bound_size, bounded_cells)
 from autograder.running.sandbox import environment, tiers
 from autograder.running.jobs import GradingOptions, Submission  # noqa: F401 (the engine's API)
@@ -160,7 +160,7 @@ class Grader:
             raise  # the sandbox itself cannot run here: the run's failure, not this submission's
         except Exception as exc:  # a bug of ours, or data we did not foresee: this submission's error
             seed = student_seed(self.secret, assignment.id, submission.student_id)
-            if isinstance(exc, MemoryError):  # the grading process's own memory limit (running.worker.limit_memory)
+            if isinstance(exc, MemoryError):  # the grading process's own memory limit (jobs.worker.limit_memory)
                 message = ("这份提交无法评分：评它时评分进程的内存超出了限制（你的代码返回的数据太大？），请联系老师 "
                            "(grader error: MemoryError: the grading process's memory limit was reached)")
             else:

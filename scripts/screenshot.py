@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder.reporting.class_summary import render_summary  # noqa: E402
 from autograder.reporting.student_page import render_report  # noqa: E402
-from autograder.recording.results import CellRun, CheckResult, PartResult, SubmissionResult  # noqa: E402
+from autograder.results import CellRun, CheckResult, PartResult, SubmissionResult  # noqa: E402
 from solutions.student_params import student_answers  # noqa: E402
 
 

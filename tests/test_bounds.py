@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from autograder.examples import notebook_with_edits
-from autograder.recording.results import MAX_CELL_ERRORS, CellRun, bounded_cells
+from autograder.results import MAX_CELL_ERRORS, CellRun, bounded_cells
 from autograder.engine import typed_value
 from autograder.intake.validate import CUT, bounded_tree, clipped
 from hostile.corpus import FLOOD_CELL, FORGERY, HAND_ANSWER_4_MILLION, forge
@@ -161,7 +161,7 @@ def test_one_worker_grades_with_a_memory_limit_and_an_overflow_ends_a_submission
     """`-j 1` grades in a worker process with a memory limit of its own (never in the run's process); a submission
     whose replies need more than that limit costs itself, and the honest student after it is graded in full."""
     from autograder.run import RunOptions, run_grading
-    from autograder.running.executors import WORKER_MEMORY_BYTES
+    from autograder.jobs.executors import WORKER_MEMORY_BYTES
 
     def write(folder, student, edits):
         (folder / student / "rmsnorm").mkdir(parents=True)
@@ -187,7 +187,7 @@ def test_one_worker_grades_with_a_memory_limit_and_an_overflow_ends_a_submission
 
 
 def test_a_result_too_big_for_its_cap_is_cut_until_it_fits():
-    from autograder.recording.results import MAX_RESULT_BYTES, CheckResult, PartResult, SubmissionResult, bound_size
+    from autograder.results import MAX_RESULT_BYTES, CheckResult, PartResult, SubmissionResult, bound_size
 
     checks = [CheckResult(f"c{i}", "p", False, 0.0, 1.0, "d", "失败" * 10_000, {"names": ["n" * 2000] * 100})
               for i in range(40)]

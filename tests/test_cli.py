@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from autograder.cli import app
 from autograder.examples import notebook_with_edits
-from autograder.recording.results import SubmissionResult
+from autograder.results import SubmissionResult
 from conftest import release_notebook, run_nbgrader, source_notebook
 from hostile.corpus import Context, by_name as hostile_case, plant_course, submission
 from hostile.watch import leftover_pool_processes, live_children
@@ -155,7 +155,7 @@ def test_who_needs_action_is_named_in_the_output_grades_csv_and_results_json(gra
 
 def test_unanswered_is_a_notebook_whose_code_and_answers_are_as_released(tmp_path):
     from autograder.intake.discovery import FoundSubmission
-    from autograder.run import _notebook_facts
+    from autograder.class_run import _notebook_facts
 
     def facts(notebook: dict | Path, assignment: str = "rmsnorm"):
         path = tmp_path / "nb.ipynb"
@@ -385,7 +385,7 @@ def test_a_blank_student_id_is_a_bad_submission_and_an_unknown_student_is_said_t
     assert "评分程序出错" not in done.output + (course / "out" / "summary.html").read_text()
 
 
-# The run that records the grades imports none of what grading needs (autograder.running.worker grades): the
+# The run that records the grades imports none of what grading needs (autograder.jobs.worker grades): the
 # catalogue, the hand answers and nbgrader's gradebook API come without torch, pytest or nbgrader's Jupyter server.
 RECORDING_PROCESS = """
 import json, sys
@@ -412,3 +412,17 @@ def test_the_recording_process_imports_neither_torch_nor_pytest_nor_nbgraders_se
     # the run did what it does: reports with the hand answers checked, and the copied-answer check in the summary
     assert (out / "reports").is_dir() and any((out / "reports").rglob("*.html"))
     assert "rmsnorm" in (out / "summary.html").read_text(encoding="utf-8")
+
+
+def test_every_reporting_module_imports_without_torch_or_pytest():
+    probe = ("import importlib, json, pkgutil, sys\n"
+             "import autograder.reporting as reporting\n"
+             "names = [m.name for m in pkgutil.walk_packages(reporting.__path__, 'autograder.reporting.')]\n"
+             "for name in names: importlib.import_module(name)\n"
+             "print(json.dumps({'modules': names, 'heavy': sorted(m for m in sys.modules\n"
+             "                                                 if m.split('.')[0] in ('torch', 'pytest'))}))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "autograder.reporting.student_page" in seen["modules"] and "autograder.reporting.class_summary" in \
+        seen["modules"], seen
+    assert seen["heavy"] == [], done.stderr[-2000:]

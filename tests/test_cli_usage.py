@@ -124,7 +124,7 @@ def test_progress_lines_when_the_output_is_not_a_terminal(monkeypatch):
 def test_selftest_shows_progress(monkeypatch):
     import time
 
-    from autograder.recording.results import SubmissionResult
+    from autograder.results import SubmissionResult
     from autograder.tools import selftest
 
     def graded(submissions, tier=None, both_ways=False, limits=None, on_result=None):
@@ -251,7 +251,7 @@ def test_a_bad_workers_default_from_the_environment_is_refused_before_anything_i
 def test_the_workers_default_is_the_environment_s_else_the_cores(monkeypatch):
     import os
 
-    from autograder.running.executors import default_workers
+    from autograder.jobs.executors import default_workers
 
     monkeypatch.setenv("AUTOGRADE_WORKERS", "3")
     assert default_workers() == 3

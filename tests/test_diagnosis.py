@@ -71,15 +71,15 @@ PRENORM_CHECK = "test_prenorm_forward_backward_float64"
 def _graded_class(tmp_path, name, monkeypatch):
     from typer.testing import CliRunner
 
-    from autograder import run
+    from autograder import class_run
     from autograder.cli import app
     from autograder.recording.outputs import ResultStore
-    from autograder.running import executors
+    from autograder.jobs import executors
 
     # the CLI grades in worker processes: here, in this process, where the monkeypatch is (what the Python API's
     # in_process does)
     monkeypatch.setattr(executors, "in_process", lambda executor, count: True)
-    monkeypatch.setattr(run, "in_process", lambda executor, count: True)
+    monkeypatch.setattr(class_run, "in_process", lambda executor, count: True)
 
     submitted = tmp_path / name / "submitted"
     edited_notebook("gradient_flow", HALF_BRANCH, submitted / "alice" / "gradient_flow" / "gradient_flow.ipynb")

@@ -14,16 +14,17 @@ import pytest
 from autograder.intake.discovery import discover
 from autograder.intake.exchange import ExchangeLocation
 from autograder.intake.handin import HandInError, facts, load_settings, os_user_exists, parse_time
-from autograder.intake.lms import (CANVAS_FEEDBACK, MOODLE_FEEDBACK_NAME, lms_feedback, parse_canvas_name,
-                                   read_export)
+from autograder.intake.lms import parse_canvas_name, read_export
+from autograder.recording.lms_export import CANVAS_FEEDBACK, MOODLE_FEEDBACK_NAME, lms_feedback
 from autograder.intake.late import LatePolicy
 from autograder.recording.outputs import write_grades_csv
-from autograder.recording.results import SubmissionResult
+from autograder.results import SubmissionResult
 from autograder.reporting.class_summary import render_summary
-from autograder.reporting.feedback import feedback_page, write_feedback
-from autograder.reporting.local_time import NBGRADER_TIMESTAMP_FORMAT, NBGRADER_TIMEZONE, TimeDisplay
+from autograder.recording.feedback import feedback_page, write_feedback
+from autograder.intake.local_time import NBGRADER_TIMESTAMP_FORMAT, NBGRADER_TIMEZONE, TimeDisplay
 from autograder.reporting.student_page import render_report
-from autograder.run import RunSummary, _handin_facts, settings_course
+from autograder.class_run import _handin_facts, settings_course
+from autograder.run_summary import RunSummary
 from conftest import source_notebook
 
 
@@ -288,7 +289,7 @@ def test_the_right_hand_answers_follow_the_course_setting_and_the_students_exten
     only when rendered after the due date with the student's extension; `autograde report --course` re-renders with
     the course's setting as it is now."""
     from autograder.recording.outputs import ResultStore
-    from autograder.run import rerender
+    from autograder.commands.report import rerender
     from solutions.student_params import student_answers
 
     right = f"{student_answers('rmsnorm', 'alice')['rms']:.10g}"

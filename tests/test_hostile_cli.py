@@ -166,7 +166,7 @@ def test_a_student_id_with_a_slash_stays_inside_the_output_folder(tmp_path, monk
     """Discovery takes ids from folder names, so none holds `/` or `..`; an id from elsewhere (the API, a future
     layout) may: the whole record path (results, report, gradebook, nbgrader feedback) stays inside OUT and the
     course's feedback/."""
-    import autograder.run
+    import autograder.class_run
 
     course = tmp_path / "work" / "course"
     folder = course / "submitted" / "x" / "rmsnorm"
@@ -174,7 +174,7 @@ def test_a_student_id_with_a_slash_stays_inside_the_output_folder(tmp_path, monk
     (folder / "rmsnorm.ipynb").write_bytes(b"{")  # an error: no sandbox needed for what this tests
     (course / "nbgrader_config.py").write_text("")
     sid = "../../escaped/../x/evil"
-    monkeypatch.setattr(autograder.run, "discover", lambda *a, **k: Discovery(
+    monkeypatch.setattr(autograder.class_run, "discover", lambda *a, **k: Discovery(
         "nbgrader", course / "submitted", [FoundSubmission(sid, "rmsnorm", folder / "rmsnorm.ipynb", folder)]))
     out = tmp_path / "work" / "out"
     before = tree_fingerprint(tmp_path)

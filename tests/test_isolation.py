@@ -25,7 +25,7 @@ import pytest
 
 from autograder import REPO_ROOT
 
-from autograder.running import executors
+from autograder.jobs import executors
 from autograder.engine import GradingOptions, grade_submission
 from autograder.examples import notebook_with_edits
 from autograder.run import RunOptions, run_grading
@@ -216,7 +216,7 @@ CRASHING_WORKER = textwrap.dedent("""
     import os, sys
     from pathlib import Path
     from autograder import engine
-    from autograder.running import worker
+    from autograder.jobs import worker
 
     grade = engine.Grader.grade
     marker = Path(os.environ["CRASH_ONCE_MARKER"])

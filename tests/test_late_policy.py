@@ -14,7 +14,7 @@ from autograder.intake.exchange import ExchangeLocation
 from autograder.intake.handin import os_user_exists
 from autograder.intake.handin import HandInError, HandInOptions, HandInSettings, assess, load_settings
 from autograder.intake.late import LatePolicy, LatePolicyError
-from autograder.recording.results import SubmissionResult
+from autograder.results import SubmissionResult
 from conftest import release_notebook
 
 HOUR, DAY = 3600.0, 86400.0

@@ -6,7 +6,8 @@ import io
 
 import pytest
 
-from autograder.intake.lms import LmsError, fill_gradebook, map_student, read_export
+from autograder.intake.lms import LmsError, map_student, read_export
+from autograder.recording.lms_export import fill_gradebook
 
 CANVAS = ("Student,ID,SIS User ID,SIS Login ID,Section,RMSNorm rmsnorm (77),rmsnorm quiz (78)\n"
           "    Points Possible,,,,,10,1\n"

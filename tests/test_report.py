@@ -15,7 +15,7 @@ from autograder.reporting.class_summary import TABLE_SCRIPT, TABLE_SCRIPT_HASH, 
 from autograder.reporting.copied_answers import BorrowedAnswers, find_borrowed_hand_answers
 from autograder.reporting.formatting import DETAIL_LABELS, SAFE_DETAIL_KEYS, TIER_NOTES
 from autograder.reporting.student_page import render_report
-from autograder.recording.results import CellRun, CheckResult, PartResult, SubmissionResult
+from autograder.results import CellRun, CheckResult, PartResult, SubmissionResult
 from autograder.running.sandbox.tiers import PROTECTS
 from browser import Chromium, chromium_path
 from solutions.student_params import student_answers, student_params
@@ -378,7 +378,7 @@ def test_screenshot_is_not_blank(tmp_path):
 def test_the_summary_of_2000_students_stays_under_5_mb():
     """Every assignment for 2,000 students, some flagged: one table row per student, links to each report."""
     from autograder.assignments import assignment_ids
-    from autograder.recording.results import Flag, HandIn
+    from autograder.results import Flag, HandIn
 
     ASSIGNMENTS = assignment_ids()
     results = []
@@ -588,7 +588,7 @@ def test_an_undiagnosed_failure_says_what_was_checked_then_its_message():
 def test_the_right_hand_answers_only_after_the_due_date_and_when_the_course_allows_it():
     from datetime import datetime
 
-    from autograder.recording.results import HandIn
+    from autograder.results import HandIn
 
     right = student_answers("rmsnorm", "alice")
     shown = f"{right['rms']:.10g}"
@@ -609,7 +609,7 @@ def test_the_right_hand_answers_only_after_the_due_date_and_when_the_course_allo
     assert_no_live_markup(text)
     # no due date: never
     result = rmsnorm_result("alice", hand_ok=False)
-    from autograder.recording.results import HandIn as H
+    from autograder.results import HandIn as H
 
     result.handin = H(show_answers_after_due=True)
     assert shown not in render_report(result, now=after)

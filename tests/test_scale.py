@@ -10,7 +10,7 @@ import pytest
 
 from autograder.engine import GradingOptions, Submission
 from autograder.examples import mistakes, notebook_with_edits
-from autograder.running.executors import Executor, run_submissions
+from autograder.jobs.executors import Executor, run_submissions
 from autograder.run import GradingRunError, RunOptions, run_grading
 from conftest import release_notebook
 from grading_helpers import TEST_LIMITS
@@ -122,7 +122,7 @@ def test_a_new_gradebook_is_stamped_with_nbgrader_s_own_migration_head(tmp_path)
 def test_a_worker_that_cannot_start_is_a_clear_error_not_a_retry_loop(tmp_path, monkeypatch):
     import sys
 
-    from autograder.running import executors
+    from autograder.jobs import executors
 
     monkeypatch.setattr(executors, "WORKER_COMMAND", [sys.executable, "-c", "import sys; sys.exit('no torch here')"])
     submissions = small_class(tmp_path)
@@ -205,7 +205,7 @@ def test_worker_processes_render_the_files_and_the_run_only_writes_them(tmp_path
 def test_a_result_that_cannot_be_recorded_is_its_own_failure_in_a_batch_of_others(tmp_path, monkeypatch):
     """One result's gradebook writes fail in the middle of a batch, another's report cannot be written after the
     commit: each is recorded as its own error of ours (graded again next run), the others of the batch as usual."""
-    from autograder import run as run_module
+    from autograder import class_run as run_module
     from autograder.recording import batch
     from autograder.recording.gradebook import CourseGradebook
 

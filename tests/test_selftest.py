@@ -5,7 +5,7 @@ import pytest
 from autograder.tools import selftest
 from autograder.checks.diagnosis import variants_of
 from autograder.examples import Mistake, alternatives, mistakes
-from autograder.recording.results import CheckResult, PartResult, SubmissionResult
+from autograder.results import CheckResult, PartResult, SubmissionResult
 from autograder.assignments import assignment_ids
 
 ASSIGNMENTS = assignment_ids()

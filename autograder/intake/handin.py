@@ -1,7 +1,8 @@
 """How and when a submission was handed in: who wrote it, when, how late, and what that costs.
 
-One function, `assess`, called by the grading run for every submission, gives a `HandIn` record
-(autograder.recording.results). The rules:
+One function, `facts`, read once per submission before it is graded (autograder.class_run.facts_of), gives its
+`HandIn` record (autograder.results) but the penalty, which `with_penalty` adds from the score where the result is
+finished (autograder.recording.rendered.finish); `assess` is both at once, for one graded result. The rules:
 
 - identity: judged only where ownership means something: the exchange's inbound folder of the submission is found
   (autograder.intake.exchange) and an OS user named like the student (or an owner named like another student of the
@@ -30,7 +31,7 @@ Settings in the course's nbgrader_config.py (all optional):
     c.Autograde.show_hand_answers_after_due = False  # True: reports rendered after the due date show the right hand answers
 
 and nbgrader's own `c.Exchange.root` and `c.CourseDirectory.course_id` to find the exchange, and
-`c.NbGraderAPI.timezone` / `.timestamp_format` for the times the flags and pages show (autograder.reporting.local_time).
+`c.NbGraderAPI.timezone` / `.timestamp_format` for the times the flags and pages show (autograder.intake.local_time).
 """
 
 import math
@@ -41,9 +42,9 @@ from pathlib import Path
 
 from autograder.intake.exchange import ExchangeLocation, Provenance, match_inbound, provenance
 from autograder.intake.late import LatePolicy, LatePolicyError, policy_from_settings
-from autograder.recording.results import (FLAG_FEEDBACK_WITHHELD, FLAG_IDENTITY, FLAG_TIME, FLAG_UNVERIFIED, Flag, HandIn,
+from autograder.results import (FLAG_FEEDBACK_WITHHELD, FLAG_IDENTITY, FLAG_TIME, FLAG_UNVERIFIED, Flag, HandIn,
                                           SubmissionResult)
-from autograder.reporting.local_time import TimeDisplay, TimeDisplayError, course_display
+from autograder.intake.local_time import NBGRADER_TIMESTAMP_FORMAT, NBGRADER_TIMEZONE, TimeDisplay, TimeDisplayError
 
 CONFIG_SECTION = "Autograde"
 CONFIG_KEYS = {"late_policy": "method", "late_points": "points", "late_percent": "percent",
@@ -347,3 +348,11 @@ def from_iso(text: str | None) -> datetime | None:
     if not text:
         return None
     return datetime.fromisoformat(text.removesuffix(" UTC"))
+
+
+def course_display(course) -> TimeDisplay:
+    """c.NbGraderAPI.timezone and .timestamp_format of the course's nbgrader_config.py, else nbgrader's defaults."""
+    config = load_course_config(course)
+    section = config["NbGraderAPI"] if "NbGraderAPI" in config else {}
+    return TimeDisplay(section.get("timezone", NBGRADER_TIMEZONE),
+                       section.get("timestamp_format", NBGRADER_TIMESTAMP_FORMAT))

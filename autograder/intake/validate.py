@@ -11,6 +11,7 @@ sends it on. Nothing here raises on odd data: odd data becomes plain, typed data
 
 import math
 import unicodedata
+from urllib.parse import quote
 from dataclasses import fields, is_dataclass
 
 MAX_EXACT_INT = 2**53  # beyond this a float no longer holds every integer: a comparison would be wrong or raise
@@ -183,3 +184,21 @@ def student_id_from_name(name: str) -> tuple[str, bool]:
             out.append(char)
     escaped = "".join(out) or "%00"
     return ("%2E" + escaped[1:] if escaped in (".", "..") else escaped), True
+
+
+# --- a student's id as a file name ---------------------------------------------------------------------------
+
+
+def safe_name(student_id: str) -> str:
+    """A file name for any student id (spaces, unicode and `/` included), reversible and never `.` or `..`."""
+    name = quote(student_id, safe=" -_.@+,=()[]{}~") if student_id not in (".", "..") else quote(student_id, safe="")
+    if name in (".", "..") or name.startswith("."):
+        name = "%2E" + name[1:]
+    return name or "%00"
+
+
+def nbgrader_folder_name(student_id: str) -> str:
+    """The student's folder name in nbgrader's feedback/ and submitted/: the id itself, as nbgrader has it, unless
+    the id is no single folder name (`/`, `..`: possible only through the API), which gets its escaped form."""
+    plain = student_id not in ("", ".", "..") and "/" not in student_id and "\0" not in student_id
+    return student_id if plain else safe_name(student_id)

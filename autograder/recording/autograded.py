@@ -11,7 +11,7 @@ from pathlib import Path
 from autograder.intake.discovery import FoundSubmission
 from autograder.recording.outputs import atomic_write
 from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes, parse_notebook
-from autograder.recording.results import STATUS_ERROR, SubmissionResult
+from autograder.results import STATUS_ERROR, SubmissionResult
 
 
 def autograded_folder(course: Path, student_id: str, assignment_id: str) -> Path:

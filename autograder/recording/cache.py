@@ -18,7 +18,7 @@ from autograder import REPO_ROOT, __version__
 GRADING_CODE = (
     "autograder/checks/*.py", "autograder/engine.py", "autograder/running/notebook_run.py",
     "autograder/intake/reading.py", "autograder/intake/skipping.py", "autograder/assignments.py", "autograder/course.py",
-    "autograder/recording/results.py", "autograder/running/sandbox/runner.py", "autograder/running/sandbox/wire.py",
+    "autograder/results.py", "autograder/running/sandbox/runner.py", "autograder/running/sandbox/wire.py",
     "autograder/running/sandbox/process.py", "autograder/running/sandbox/tiers.py", "autograder/running/sandbox/reply.py",
     "autograder/intake/validate.py", "solutions/*.py",
 )

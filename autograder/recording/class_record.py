@@ -31,7 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.recording.outputs import atomic_write
-from autograder.recording.results import FLAG_UNANSWERED, FLAG_UNMAPPED, STATUS_ERROR, SubmissionResult
+from autograder.results import (  # noqa: F401 (the action kinds: also the callers')
+    ACTION_CONFLICT, ACTION_COPIED, ACTION_ERROR, ACTION_KINDS, ACTION_MISSING, FLAG_UNANSWERED, FLAG_UNMAPPED,
+    NOT_ON_ROSTER, STATUS_ERROR, SubmissionResult,
+)
 
 FILE = "class.json"
 
@@ -68,10 +71,7 @@ def roster_of(students: dict[str, dict], added: list[str]) -> list[str]:
     return sorted(s for s, info in students.items() if s not in added_set or info.get("named"))
 
 
-ACTION_ERROR, ACTION_MISSING, ACTION_CONFLICT, ACTION_COPIED = "error", "missing", "conflict", "copied"
-ACTION_KINDS = (ACTION_ERROR, ACTION_MISSING, FLAG_UNANSWERED, ACTION_CONFLICT, ACTION_COPIED)  # in this order
 ACTIONS_SHOWN = 5  # the run's output names this many of each kind; the summary lists them all
-NOT_ON_ROSTER = "not on the roster"
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ from nbgrader.api import Comment, Grade, Gradebook, MissingEntry  # noqa: E402
 from sqlalchemy.exc import SAWarning  # noqa: E402
 
 from autograder.assignments import Assignment  # noqa: E402
-from autograder.recording.results import SubmissionResult  # noqa: E402
+from autograder.results import SubmissionResult  # noqa: E402
 
 
 def _alembic_on_path() -> None:

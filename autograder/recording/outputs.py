@@ -17,18 +17,11 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
-from autograder.recording.results import SubmissionResult
-from autograder.intake.validate import safe_tree
-
-
-def safe_name(student_id: str) -> str:
-    """A file name for any student id (spaces, unicode and `/` included), reversible and never `.` or `..`."""
-    name = quote(student_id, safe=" -_.@+,=()[]{}~") if student_id not in (".", "..") else quote(student_id, safe="")
-    if name in (".", "..") or name.startswith("."):
-        name = "%2E" + name[1:]
-    return name or "%00"
+from autograder.results import SubmissionResult
+from autograder.intake.validate import (  # noqa: F401 (the names of a student's files: also the callers')
+    nbgrader_folder_name, safe_name, safe_tree,
+)
 
 
 def atomic_write(path: Path, data: str | bytes, durable: bool = True) -> None:
@@ -225,8 +218,8 @@ def write_grades_csv(results: list[SubmissionResult], roster: list[str], assignm
 
 
 def _submitted(r: SubmissionResult | None) -> str:
-    """When it was handed in, as the course shows times (autograder.reporting.local_time)."""
-    from autograder.reporting.local_time import display_of
+    """When it was handed in, as the course shows times (autograder.intake.local_time)."""
+    from autograder.intake.local_time import display_of
 
     h = r.handin if r else None
     if h is None:
@@ -240,8 +233,3 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
-def nbgrader_folder_name(student_id: str) -> str:
-    """The student's folder name in nbgrader's feedback/ and submitted/: the id itself, as nbgrader has it, unless
-    the id is no single folder name (`/`, `..`: possible only through the API), which gets its escaped form."""
-    plain = student_id not in ("", ".", "..") and "/" not in student_id and "\0" not in student_id
-    return student_id if plain else safe_name(student_id)

@@ -15,7 +15,7 @@ from autograder.intake.handin import with_penalty
 from autograder.intake.late import LatePolicy
 from autograder.intake.validate import sanitize_record
 from autograder.recording.outputs import encode_result
-from autograder.recording.results import HandIn, SubmissionResult
+from autograder.results import HandIn, SubmissionResult
 
 MAX_REPORT_CHARS = 20_000_000  # a report bigger than this is not one of ours: the run renders it itself
 
@@ -48,18 +48,24 @@ class Rendered:
     result_file: str  # OUT/results/<student>/<assignment>.json
 
 
+def final_handin(result: SubmissionResult, facts: RecordingFacts) -> HandIn | None:
+    """The hand-in `facts` give `result` (scored as it is now): theirs, with the penalty of its lateness (a copy:
+    the facts stay as they were read)."""
+    handin = HandIn.from_dict(asdict(facts.handin)) if facts.handin is not None else None
+    if handin is not None and facts.policy is not None:
+        handin = with_penalty(handin, facts.policy, result.score, result.max_score)
+    return handin
+
+
 def finish(result: SubmissionResult, facts: RecordingFacts) -> Rendered:
-    """Make `result` final as the run does (sanitised, the instructor's grades, the hand-in with its penalty) and
-    render its files."""
+    """Make `result` final (sanitised, the instructor's grades, the hand-in with its penalty) and render its
+    files: the one way a result is finished, in a worker, on Dask or in the run (autograder.class_run)."""
     from autograder.reporting.student_page import render_report
 
     sanitize_record(result)
     # the instructor's grades first: they are part of the raw score the penalty is of
     result.apply_manual_grades(facts.manual_grades)
-    handin = HandIn.from_dict(asdict(facts.handin)) if facts.handin is not None else None  # the facts stay as sent
-    if handin is not None and facts.policy is not None:
-        handin = with_penalty(handin, facts.policy, result.score, result.max_score)
-    result.handin = handin
+    result.handin = final_handin(result, facts)
     return Rendered(render_report(result),
                     encode_result(result, facts.digest, None if result.infrastructure_error else facts.cache_key))
 
@@ -81,3 +87,14 @@ def checked(rendered, result: SubmissionResult, digest: str | None, cache_key: s
     if not isinstance(data, dict) or any(data.get(k) != v for k, v in expected.items()):
         return None
     return rendered
+
+
+def finished(result: SubmissionResult, recording: dict | None) -> dict | None:
+    """Where the result was graded: finish it with its recording facts and render its files (a dict of
+    autograder.recording.rendered.Rendered); None when it has none, or when that fails (the run does it then)."""
+    if recording is None:
+        return None
+    try:
+        return asdict(finish(result, RecordingFacts.from_dict(recording)))
+    except Exception:  # the run finishes and renders it itself, and records what goes wrong as its failure
+        return None

@@ -21,11 +21,10 @@ from markupsafe import Markup
 from autograder import __version__
 from autograder.assignments import has_hand
 from autograder.catalogue import DIAGNOSIS_RAISED, heading
-from autograder.recording.class_record import NOT_ON_ROSTER
-from autograder.recording.results import STATUS_ERROR, SubmissionResult
+from autograder.results import NOT_ON_ROSTER, STATUS_ERROR, SubmissionResult
 from autograder.running.sandbox.tiers import PROTECTS
 from autograder.reporting.copied_answers import BorrowedAnswers, find_borrowed_hand_answers
-from autograder.reporting.local_time import display_of
+from autograder.intake.local_time import display_of
 from autograder.reporting.formatting import (
     LEFT_OUT_FLAGS, SANDBOX_TROUBLE, SUMMARY_COLUMNS, _env, assignment_info, assignment_order, clip,
     fmt_duration, fmt_points, report_href,
@@ -333,7 +332,7 @@ ACTION_TITLES = {"error": "could not be graded (the report says why)", "missing"
 
 def _action_lists(actions: list) -> list[dict]:
     """The "Needs action" lists, one per kind (in ACTION_KINDS' order), every entry."""
-    from autograder.recording.class_record import ACTION_KINDS
+    from autograder.results import ACTION_KINDS
 
     lists = []
     for kind in ACTION_KINDS:

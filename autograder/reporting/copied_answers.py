@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from autograder import assignments
 from autograder.assignments import has_hand
-from autograder.recording.results import STATUS_ERROR, CheckResult, SubmissionResult
+from autograder.results import STATUS_ERROR, CheckResult, SubmissionResult
 from solutions.student_params import student_answers
 from autograder.reporting.formatting import HAND_REL_TOL, assignment_order
 

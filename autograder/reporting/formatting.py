@@ -207,6 +207,6 @@ LEFT_OUT_FLAGS = {"not on the roster": "not_on_roster", "unmapped LMS id": "unma
 
 def report_href(student_id: str, assignment_id: str) -> str:
     """The report's address relative to summary.html (OUT/reports/<safe name>/<assignment>.html), URL-encoded."""
-    from autograder.recording.outputs import safe_name
+    from autograder.intake.validate import safe_name
 
     return f"reports/{quote(safe_name(student_id), safe='')}/{quote(assignment_id, safe='')}.html"

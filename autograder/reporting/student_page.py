@@ -17,13 +17,13 @@ from pathlib import PurePath
 from autograder import __version__, assignments
 from autograder.assignments import has_hand
 from autograder.catalogue import explain, heading
-from autograder.recording.results import (
+from autograder.results import (
     FLAG_IDENTITY, FLAG_TIME, FLAG_UNANSWERED, FLAG_UNMAPPED, FLAG_WRONG_ASSIGNMENT, STATUS_ERROR, CheckResult,
     PartResult, SubmissionResult,
 )
 from solutions.student_params import student_params
 from autograder.reporting.copied_answers import _right_answers
-from autograder.reporting.local_time import display_of
+from autograder.intake.local_time import display_of
 from autograder.reporting.formatting import (
     AssignmentInfo, CELL_ERROR_HINTS, TIER_NOTES, _env, _score_class, assignment_info, clip, fmt_duration_zh,
     fmt_points, fmt_value, safe_details,

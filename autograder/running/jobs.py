@@ -25,3 +25,20 @@ class Submission:
     assignment_id: str
     student_id: str
     recording: dict | None = None  # RecordingFacts as a dict: finish and render the result where it is graded
+
+
+def options_to_payload(options: GradingOptions) -> dict:
+    """Everything a worker elsewhere needs to grade exactly as here (the secret included: workers are trusted)."""
+    from autograder.course import course_secret
+
+    secret = options.secret or course_secret(options.root)
+    return {"limits": options.limits.to_dict(), "tier": options.tier, "allow_weak_sandbox": options.allow_weak_sandbox,
+            "convention_credit": options.convention_credit, "run_all_cells": options.run_all_cells,
+            "secret": secret.hex()}
+
+
+def options_from_payload(payload: dict) -> GradingOptions:
+    return GradingOptions(limits=Limits(**payload["limits"]), tier=payload["tier"],
+                          allow_weak_sandbox=payload["allow_weak_sandbox"],
+                          convention_credit=payload["convention_credit"], run_all_cells=bool(payload["run_all_cells"]),
+                          secret=bytes.fromhex(payload["secret"]))

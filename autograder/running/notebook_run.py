@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from autograder.intake.reading import CodeCell
 from autograder.intake.validate import clipped
-from autograder.recording.results import MAX_CELL_ERRORS, MAX_CELL_MESSAGE, CellRun
+from autograder.results import MAX_CELL_ERRORS, MAX_CELL_MESSAGE, CellRun
 from autograder.running.sandbox.environment import SandboxEnvironment
 from autograder.running.sandbox.process import Limits, Reply, Sandbox, SandboxError, SandboxMemoryExceeded
 from autograder.running.sandbox.zygote import Zygote
@@ -57,7 +57,7 @@ class NotebookRun:
         self.skipped: set[int] = set()  # cells that hung or crashed the process
         self.restarts = 0
         self.cell_runs: list[CellRun] = []  # every cell that ran (the replays need them); messages only for the
-        self.failed = 0  # first MAX_CELL_ERRORS failing ones (autograder.recording.results.bounded_cells)
+        self.failed = 0  # first MAX_CELL_ERRORS failing ones (autograder.results.bounded_cells)
         if self.deadline is None:
             self.deadline = time.monotonic() + self.limits.submission_timeout
         self.memory_exceeded = False  # its processes passed the memory budget: it ends here, nothing runs again

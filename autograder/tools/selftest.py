@@ -27,7 +27,7 @@ from autograder.engine import GradingOptions, Submission, grade_batch
 from autograder.catalogue import PRECISION
 from autograder.examples import (Alternative, Mistake, PrecisionCase, alternatives, mistakes, notebook_with_edits,
                                  precision_cases)
-from autograder.recording.results import SubmissionResult
+from autograder.results import SubmissionResult
 from autograder.assignments import assignment_ids as course_assignments
 
 SELFTEST_IDS = ("selftest-alice", "2024000000")

@@ -590,6 +590,41 @@ def warm_up(site):
     return torch, wire
 
 
+def _spawn(control, torch, wire, request, fds, children):
+    """Fork one confined child (it never returns here: `_child` ends it) and wait for its inner pid."""
+    fd_in, fd_out, *cgroup_fds = fds
+    report_read, report_write = os.pipe()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # until the child is in `children`
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+        control.close()
+        os.close(report_read)
+        _child(torch, wire, request["spec"], fd_in, fd_out, report_write, cgroup_fds)
+    for fd in (fd_in, fd_out, *cgroup_fds):
+        os.close(fd)
+    os.close(report_write)
+    with os.fdopen(report_read, "rb") as report:
+        line = report.readline().strip()
+    inner = int(line) if line.isdigit() else None
+    children[pid] = inner
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+    return {"op": "spawned", "pid": pid, "inner": inner}
+
+
+def _kill(pid, children):
+    """SIGKILL a child's process group, its inner process and itself."""
+    inner = children.get(pid)
+    for target, group in ((pid, True), (inner, False), (pid, False)):
+        if target:
+            try:
+                (os.killpg if group else os.kill)(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return {"op": "killed", "pid": pid}
+
+
 def zygote(config):
     """Fork one confined child per `spawn` request on the control socket; kill and reap them on request."""
     import socket
@@ -638,35 +673,9 @@ def zygote(config):
         op = request.get("op")
         reap()
         if op == "spawn":
-            fd_in, fd_out, *cgroup_fds = fds
-            report_read, report_write = os.pipe()
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # until the child is in `children`
-            pid = os.fork()
-            if pid == 0:
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-                control.close()
-                os.close(report_read)
-                _child(torch, wire, request["spec"], fd_in, fd_out, report_write, cgroup_fds)
-            for fd in (fd_in, fd_out, *cgroup_fds):
-                os.close(fd)
-            os.close(report_write)
-            with os.fdopen(report_read, "rb") as report:
-                line = report.readline().strip()
-            inner = int(line) if line.isdigit() else None
-            children[pid] = inner
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-            send({"op": "spawned", "pid": pid, "inner": inner})
+            send(_spawn(control, torch, wire, request, fds, children))
         elif op == "kill":
-            pid = int(request["pid"])
-            inner = children.get(pid)
-            for target, group in ((pid, True), (inner, False), (pid, False)):
-                if target:
-                    try:
-                        (os.killpg if group else os.kill)(target, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-            send({"op": "killed", "pid": pid})
+            send(_kill(int(request["pid"]), children))
         elif op == "status":
             pid, deadline = int(request["pid"]), time.monotonic() + float(request.get("timeout", 0))
             while pid in children and time.monotonic() < deadline:

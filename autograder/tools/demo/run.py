@@ -4,7 +4,8 @@ command shows."""
 import shutil
 from pathlib import Path
 
-from autograder.run import GradingRunError, RunOptions, RunSummary, import_roster, run_grading
+from autograder.commands.roster import import_roster
+from autograder.run import GradingRunError, RunOptions, RunSummary, run_grading
 
 
 DEMO_LIMITS = dict(cell_timeout=10.0, probe_timeout=10.0)  # the hostile student's endless loop costs 10 s, not 30
@@ -14,7 +15,7 @@ def run_demo(out: Path, tier: str | None = None) -> RunSummary:
     """The bundled example class as an nbgrader course, graded: what the README's first command shows."""
     from autograder.tools.demo.build import DEMO_MARKER, build_demo_course
 
-    from autograder.running.executors import default_workers
+    from autograder.jobs.executors import default_workers
 
     try:  # a bad $AUTOGRADE_WORKERS stops before anything is removed
         workers = default_workers()

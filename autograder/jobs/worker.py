@@ -1,7 +1,7 @@
 """A grading worker: one process that grades a stream of submissions with one pytest session and one
-warm sandbox parent. The executors (autograder.running.executors) start these, locally or on Dask.
+warm sandbox parent. The executors (autograder.jobs.executors) start these, locally or on Dask.
 
-Local: `python -m autograder.running.worker JOBS_FD RESULTS_FD`. The first line on JOBS_FD is the run's
+Local: `python -m autograder.jobs.worker JOBS_FD RESULTS_FD`. The first line on JOBS_FD is the run's
 settings ({"options": ..., "assignment_ids": [...]}), each further line one job ({"i", "notebook",
 "assignment_id", "student_id", "recording"}); end of file ends the batch. When the worker starts a job it says so
 ({"op": "started", "i"}); each result goes back on RESULTS_FD as one JSON line ({"i", "result", and "rendered": its
@@ -19,30 +19,12 @@ import threading
 from dataclasses import asdict
 from pathlib import Path
 
-from autograder.running.executors import finished
-from autograder.recording.results import SubmissionResult
-from autograder.running.jobs import GradingOptions, Submission
-from autograder.running.sandbox.limits import Limits
+from autograder.recording.rendered import finished
+from autograder.results import SubmissionResult
+from autograder.running.jobs import GradingOptions, Submission, options_from_payload
 
 # The engine (torch, pytest, the checks) is imported once the warm sandbox parent is launched: both import torch at
 # the same time (this module is light: the CLI imports it to plan the run).
-
-
-def options_to_payload(options: GradingOptions) -> dict:
-    """Everything a worker elsewhere needs to grade exactly as here (the secret included: workers are trusted)."""
-    from autograder.course import course_secret
-
-    secret = options.secret or course_secret(options.root)
-    return {"limits": options.limits.to_dict(), "tier": options.tier, "allow_weak_sandbox": options.allow_weak_sandbox,
-            "convention_credit": options.convention_credit, "run_all_cells": options.run_all_cells,
-            "secret": secret.hex()}
-
-
-def options_from_payload(payload: dict) -> GradingOptions:
-    return GradingOptions(limits=Limits(**payload["limits"]), tier=payload["tier"],
-                          allow_weak_sandbox=payload["allow_weak_sandbox"],
-                          convention_credit=payload["convention_credit"], run_all_cells=bool(payload["run_all_cells"]),
-                          secret=bytes.fromhex(payload["secret"]))
 
 
 def usage() -> dict:

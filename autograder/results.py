@@ -98,6 +98,12 @@ FLAG_WRONG_ASSIGNMENT = "wrong_assignment"  # the notebook's grade cells are ano
 FLAG_FEEDBACK_WITHHELD = "feedback_withheld"  # identity-flagged: its report is not put into nbgrader's feedback/
 FLAG_UNANSWERED = "unanswered"  # no code added or changed, written answers as released: the student answered nothing
 
+# what the instructor should look at (autograder.recording.class_record.Action), in this order; and why a stored
+# result is left out of grades.csv
+ACTION_ERROR, ACTION_MISSING, ACTION_CONFLICT, ACTION_COPIED = "error", "missing", "conflict", "copied"
+ACTION_KINDS = (ACTION_ERROR, ACTION_MISSING, FLAG_UNANSWERED, ACTION_CONFLICT, ACTION_COPIED)
+NOT_ON_ROSTER = "not on the roster"
+
 
 @dataclass
 class HandIn:

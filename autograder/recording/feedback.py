@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from autograder.recording.outputs import atomic_write, nbgrader_folder_name, safe_name
-from autograder.recording.results import FLAG_IDENTITY, SubmissionResult
+from autograder.results import FLAG_IDENTITY, SubmissionResult
 
 
 def write_report(out: Path, result: SubmissionResult, html: str | None = None) -> str:

@@ -76,13 +76,3 @@ def display_of(timezone_name: str | None, timestamp_format: str | None) -> TimeD
         return TimeDisplay(timezone_name or NBGRADER_TIMEZONE, timestamp_format or NBGRADER_TIMESTAMP_FORMAT)
     except TimeDisplayError:
         return TimeDisplay()
-
-
-def course_display(course) -> TimeDisplay:
-    """c.NbGraderAPI.timezone and .timestamp_format of the course's nbgrader_config.py, else nbgrader's defaults."""
-    from autograder.intake.handin import load_course_config
-
-    config = load_course_config(course)
-    section = config["NbGraderAPI"] if "NbGraderAPI" in config else {}
-    return TimeDisplay(section.get("timezone", NBGRADER_TIMEZONE),
-                       section.get("timestamp_format", NBGRADER_TIMESTAMP_FORMAT))

@@ -7,7 +7,7 @@
 Local grading happens in worker processes, each with a memory limit of its own (`Executor.memory_bytes`), one worker
 included: only tests and the Python API may ask to grade in this process (`Executor.in_process`).
 
-Every executor runs the same function on each submission (autograder.running.worker over
+Every executor runs the same function on each submission (autograder.jobs.worker over
 engine.grade_batch), so the results are identical; `on_result` is called in this process, one
 result at a time, in the order they finish (the caller records them durably): `on_result(result)`, or
 `on_result(result, rendered)` for a submission that carries its recording facts (autograder.recording.rendered:
@@ -25,17 +25,18 @@ import sys
 import tempfile
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
 
-from autograder.recording.results import SubmissionResult
+from autograder.results import SubmissionResult
 from autograder.intake.validate import sanitize_record
+from autograder.recording.rendered import finished
 
 if TYPE_CHECKING:  # the engine (torch) is imported where grading happens, not by whoever only plans it
     from autograder.engine import Grader, GradingOptions, Submission
 
-WORKER_COMMAND = [sys.executable, "-m", "autograder.running.worker"]  # + JOBS_FD RESULTS_FD
+WORKER_COMMAND = [sys.executable, "-m", "autograder.jobs.worker"]  # + JOBS_FD RESULTS_FD
 # one thread per worker for torch's own work in the checks: the workers already use every core, and idle
 # OpenMP threads spinning next to another worker's cost more than they give (as Dask's workers do by default)
 WORKER_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -88,7 +89,7 @@ def in_process(executor: Executor, count: int) -> bool:
 
 def _settings(options: "GradingOptions", assignment_ids, executor: Executor) -> str:
     """The first line a local worker reads: how to grade, which assignments, its memory limit."""
-    from autograder.running.worker import options_to_payload
+    from autograder.running.jobs import options_to_payload
 
     return json.dumps({"options": options_to_payload(options), "assignment_ids": sorted(set(assignment_ids)),
                        "memory_bytes": executor.memory_bytes})
@@ -124,19 +125,6 @@ def run_submissions(submissions: "list[Submission]", options: "GradingOptions",
                     grader=grader)
         return
     _run_local(submissions, options, on_result, executor, heartbeat)
-
-
-def finished(result: SubmissionResult, recording: dict | None) -> dict | None:
-    """Where the result was graded: finish it with its recording facts and render its files (a dict of
-    autograder.recording.rendered.Rendered); None when it has none, or when that fails (the run does it then)."""
-    if recording is None:
-        return None
-    from autograder.recording.rendered import RecordingFacts, finish
-
-    try:
-        return asdict(finish(result, RecordingFacts.from_dict(recording)))
-    except Exception:  # the run finishes and renders it itself, and records what goes wrong as its failure
-        return None
 
 
 def deliver(on_result: Callable, result: SubmissionResult, recording: dict | None = None,
@@ -216,21 +204,70 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
     that job is suspected. It is tried once more, alone, on a fresh worker, and then recorded as an error of
     ours (never kept in the regrade cache); the jobs it held but had not started go back to the queue as they
     were. A worker that dies before it starts any job (it cannot even run) stops the run with its error output."""
-    settings = _settings(options, {s.assignment_id for s in submissions}, executor)
-    early = [w for s, w in executor.prestarted if s == settings]  # started early for this very run
-    for s, w in executor.prestarted:
-        if s != settings:
-            w.process.kill()
-            w.close()
-    executor.prestarted.clear()
-    queue = deque(range(len(submissions)))
-    attempts = [0] * len(submissions)  # how many workers died while grading it
-    selector = selectors.DefaultSelector()
-    workers: list[_Worker] = []
-    errors: list[str] = []
+    pool = _LocalPool(submissions, options, on_result, executor)
+    try:
+        pool.run(heartbeat)
+    finally:
+        pool.close()
+    if pool.errors:
+        raise ExecutorError(f"a grading worker failed: {pool.errors[0]}")
 
-    def send_job(worker: _Worker, i: int) -> None:
-        s = submissions[i]
+
+class _LocalPool:
+    """The local workers of one `_run_local`: the queue of jobs, who holds which, and what to do when one dies."""
+
+    def __init__(self, submissions: "list[Submission]", options: "GradingOptions",
+                 on_result: Callable[[SubmissionResult], None], executor: Executor):
+        self.submissions, self.options, self.on_result, self.executor = submissions, options, on_result, executor
+        self.settings = _settings(options, {s.assignment_id for s in submissions}, executor)
+        self.early = [w for s, w in executor.prestarted if s == self.settings]  # started early for this very run
+        for s, w in executor.prestarted:
+            if s != self.settings:
+                w.process.kill()
+                w.close()
+        executor.prestarted.clear()
+        self.queue = deque(range(len(submissions)))
+        self.attempts = [0] * len(submissions)  # how many workers died while grading it
+        self.selector = selectors.DefaultSelector()
+        self.workers: list[_Worker] = []
+        self.errors: list[str] = []
+
+    def run(self, heartbeat: Callable[[], None] | None) -> None:
+        for _ in range(min(self.executor.workers, len(self.submissions))):
+            self.start()
+        while self.selector.get_map():
+            ready = self.selector.select(timeout=HEARTBEAT if heartbeat else None)
+            if heartbeat:
+                heartbeat()
+            for key, _ in ready:
+                worker: _Worker = key.data
+                messages = worker.messages()
+                if messages is None:  # the worker is gone
+                    self.died(worker)
+                    continue
+                for message in messages:
+                    self.take(worker, message)
+                if not worker.closed:
+                    self.feed(worker)
+
+    def take(self, worker: "_Worker", message: dict) -> None:
+        """One message from a worker: a result, the job it started, its usage at the end, or its failure."""
+        if "result" in message:
+            worker.results_seen += 1
+            if message.get("i") in worker.pending:
+                worker.pending.remove(message["i"])
+            deliver(self.on_result, sanitize_record(SubmissionResult.from_dict(message["result"])),
+                    rendered=message.get("rendered"))
+        elif message.get("op") == "started":
+            worker.started = message.get("i")
+        elif message.get("op") == "done":
+            self.executor.usage.append({k: v for k, v in message.items() if k != "op"})
+        elif message.get("op") == "error":
+            self.errors.append(message["message"])
+            self.queue.clear()
+
+    def send_job(self, worker: "_Worker", i: int) -> None:
+        s = self.submissions[i]
         worker.pending.append(i)  # if it cannot be sent, the worker is gone: its death puts the job back
         try:
             worker.send(json.dumps({"i": i, "notebook": str(s.notebook), "assignment_id": s.assignment_id,
@@ -238,93 +275,62 @@ def _run_local(submissions: "list[Submission]", options: "GradingOptions",
         except BrokenPipeError:
             worker.finish()
 
-    def feed(worker: _Worker) -> None:
+    def feed(self, worker: "_Worker") -> None:
         if worker.solo is not None or worker.closed:
             return
-        while queue and len(worker.pending) < IN_FLIGHT and not worker.closed:
-            send_job(worker, queue.popleft())
-        if not queue:
+        while self.queue and len(worker.pending) < IN_FLIGHT and not worker.closed:
+            self.send_job(worker, self.queue.popleft())
+        if not self.queue:
             worker.finish()
 
-    def start(solo: int | None = None) -> None:
-        worker = early.pop() if early and solo is None else _Worker(settings)
+    def start(self, solo: int | None = None) -> None:
+        worker = self.early.pop() if self.early and solo is None else _Worker(self.settings)
         worker.solo = solo
-        workers.append(worker)
-        selector.register(worker.results, selectors.EVENT_READ, worker)
+        self.workers.append(worker)
+        self.selector.register(worker.results, selectors.EVENT_READ, worker)
         if solo is not None:  # a suspect: graded by itself on a fresh worker
-            send_job(worker, solo)
+            self.send_job(worker, solo)
             worker.finish()
         else:
-            feed(worker)
+            self.feed(worker)
 
-    def died(worker: _Worker) -> None:
-        selector.unregister(worker.results)
+    def died(self, worker: "_Worker") -> None:
+        self.selector.unregister(worker.results)
         worker.close()
         if worker.started is None and worker.results_seen == 0 and worker.process.returncode != 0:
-            errors.append(f"exit code {worker.process.returncode}: {worker.errors() or 'no output'}")
-            queue.clear()
+            self.errors.append(f"exit code {worker.process.returncode}: {worker.errors() or 'no output'}")
+            self.queue.clear()
             worker.pending.clear()
             return
         suspect = worker.started if worker.started in worker.pending else None
         for i in reversed(worker.pending):
             if i != suspect:
-                queue.appendleft(i)  # not started: it was not this job's fault
+                self.queue.appendleft(i)  # not started: it was not this job's fault
         worker.pending.clear()
         if suspect is not None:
-            attempts[suspect] += 1
-            if attempts[suspect] < MAX_ATTEMPTS:
-                start(solo=suspect)
+            self.attempts[suspect] += 1
+            if self.attempts[suspect] < MAX_ATTEMPTS:
+                self.start(solo=suspect)
             else:
-                on_result(_worker_died(submissions[suspect], options, worker.process.returncode))
-        if queue and not errors and not any(w.solo is None and not w.closed for w in workers):
-            start()
-        for other in workers:  # a queue refilled: feed the workers that are still open
+                self.on_result(_worker_died(self.submissions[suspect], self.options, worker.process.returncode))
+        if self.queue and not self.errors and not any(w.solo is None and not w.closed for w in self.workers):
+            self.start()
+        for other in self.workers:  # a queue refilled: feed the workers that are still open
             if not other.closed and other.solo is None:
-                feed(other)
+                self.feed(other)
 
-    try:
-        for _ in range(min(executor.workers, len(submissions))):
-            start()
-        while selector.get_map():
-            ready = selector.select(timeout=HEARTBEAT if heartbeat else None)
-            if heartbeat:
-                heartbeat()
-            for key, _ in ready:
-                worker: _Worker = key.data
-                messages = worker.messages()
-                if messages is None:  # the worker is gone
-                    died(worker)
-                    continue
-                for message in messages:
-                    if "result" in message:
-                        worker.results_seen += 1
-                        if message.get("i") in worker.pending:
-                            worker.pending.remove(message["i"])
-                        deliver(on_result, sanitize_record(SubmissionResult.from_dict(message["result"])),
-                                rendered=message.get("rendered"))
-                    elif message.get("op") == "started":
-                        worker.started = message.get("i")
-                    elif message.get("op") == "done":
-                        executor.usage.append({k: v for k, v in message.items() if k != "op"})
-                    elif message.get("op") == "error":
-                        errors.append(message["message"])
-                        queue.clear()
-                if not worker.closed:
-                    feed(worker)
-    finally:
-        for worker in early:  # started early, not needed after all
+    def close(self) -> None:
+        for worker in self.early:  # started early, not needed after all
             worker.process.kill()
             worker.close()
-        for worker in workers:
+        for worker in self.workers:
             if worker.process.poll() is None:
                 worker.process.kill()
             try:
                 worker.close()
             except OSError:
                 pass
-        selector.close()
-    if errors:
-        raise ExecutorError(f"a grading worker failed: {errors[0]}")
+        self.selector.close()
 
 
 def _worker_died(submission: "Submission", options: "GradingOptions", code: int | None,
@@ -357,7 +363,8 @@ def _run_dask(submissions: "list[Submission]", options: "GradingOptions",
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise ExecutorError("the dask executor needs dask[distributed] (pip install 'dask[distributed]')") from None
-    from autograder.running.worker import grade_chunk, options_to_payload
+    from autograder.jobs.worker import grade_chunk
+    from autograder.running.jobs import options_to_payload
 
     cluster = None
     try:
