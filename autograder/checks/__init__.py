@@ -54,7 +54,8 @@ __all__ = [
     "FLOAT32_ROUNDING", "expect_float64_precision", "PrecisionNamed", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
     "expect_parameters", "attempt", "reference_with", "random_weights", "random_mask", "randn", "randint", "is_number",
     "close_number", "number_close", "values_close", "is_float_tensor", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
-    "take_diagnosis_crashes", "DIAGNOSIS_RAISED", "without_diagnosis",
+    "take_diagnosis_crashes", "DIAGNOSIS_RAISED", "without_diagnosis", "module_round_trip", "expect_module",
+    "expect_module_precision",
 ]
 
 
@@ -609,6 +610,48 @@ def reference_with(module: torch.nn.Module, state: dict, dtype=None) -> torch.nn
         module = module.to(dtype)
     module.load_state_dict(state)
     return module
+
+
+def module_round_trip(student, solution, class_name: str, init_args=(), init_kwargs=None, *, weights: dict, args=(),
+                      kwargs=None, dtype=None, grad_outputs=None, requires_grad=()) -> tuple[ModuleRun, dict]:
+    """The reference `class_name` of `solution` (the assignment's module of solutions) and the student's, built with
+    the same arguments, loaded with the same `weights` (in `dtype` when given), run forward on the same inputs and
+    backward with the same output gradients: (the student's ModuleRun, the reference's run_reference)."""
+    reference = reference_with(getattr(solution, class_name)(*init_args, **(init_kwargs or {})), weights, dtype)
+    expected = run_reference(reference, args, kwargs, grad_outputs, requires_grad)
+    run = student.module(class_name, init_args, init_kwargs, state_dict=weights, dtype=dtype, method="forward",
+                         args=args, kwargs=kwargs, grad_outputs=grad_outputs, requires_grad=requires_grad)
+    return run, expected
+
+
+def expect_module(student, solution, class_name: str, init_args=(), init_kwargs=None, *, weights: dict, args=(),
+                  kwargs=None, dtype=None, grad_outputs=None, requires_grad=(), tol: Tol, outputs: str = "输出",
+                  variants: "VariantsArg | dict[int, VariantsArg]" = None, hint: HintArg = None, keys: KeysArg = None,
+                  unloaded_ok: bool = False) -> ModuleRun:
+    """The module round trip (module_round_trip) compared by expect_module_matches, with its variants, hint and
+    keys: a check writes its module's arguments, weights and inputs once."""
+    run, expected = module_round_trip(student, solution, class_name, init_args, init_kwargs, weights=weights, args=args,
+                                      kwargs=kwargs, dtype=dtype, grad_outputs=grad_outputs,
+                                      requires_grad=requires_grad)
+    expect_module_matches(run, expected, tol, class_name, outputs, variants=variants, hint=hint, keys=keys,
+                          unloaded_ok=unloaded_ok)
+    return run
+
+
+def expect_module_precision(student, solution, class_name: str, init_args=(), init_kwargs=None, *, weights: dict,
+                            args=(), what: str, keys: KeysArg = None, index: int | None = None):
+    """A part's precision check on a module: the weights load (else named by `keys`) and the float64 forward equals
+    the reference's to float64 precision (expect_float64_precision). `index`: compare that one of a tuple of outputs
+    (the student's outputs as they are when they are not a tuple of the reference's length)."""
+    run, expected = module_round_trip(student, solution, class_name, init_args, init_kwargs, weights=weights, args=args,
+                                      dtype=torch.float64)
+    expect_weights_loaded(run, class_name, keys=keys)
+    actual, expected = run.outputs, expected["outputs"]
+    if index is not None:
+        if isinstance(actual, (tuple, list)) and len(actual) == len(expected):
+            actual = actual[index]
+        expected = expected[index]
+    expect_float64_precision(actual, expected, what)
 
 
 # --- draws from the check's generator --------------------------------------------------------------------------
