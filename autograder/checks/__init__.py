@@ -5,7 +5,7 @@
         \"\"\"rms_norm 使用传入的 eps（eps = 1e-3，在根号里面）\"\"\"
         expect_close(student.call("rms_norm", small_x64, gamma64, eps=1e-3), ref.rms_norm(small_x64, gamma64, eps=1e-3),
                      F64, variants=lambda: formula_variants(small_x64, gamma64, 1e-3),
-                     hint=output_property(small_x64, gamma64, 1e-3, F64))
+                     hint=localise_output(small_x64, gamma64, 1e-3, F64))
 
 The fixtures (`student`, `rng`, `hand_inputs`, ...) come from autograder.checks.plugin. The
 docstring's first line tells the student what the check verifies; an expectation that fails
@@ -22,11 +22,16 @@ The diagnosis is an argument of the comparison, never an `except CheckFailed` in
   integer slip: exactly); exactly one distinct name counted names the mistake; none, or two different names, name
   nothing (the grader never names a mistake on a guess). Recognisers for a property, names decided by a probe:
   match_variant; a variant that must explain a whole answer (a pair, the values at every argument): `evidence`.
-- `hint`: a localisation, a str or a callable `hint(actual, expected) -> str | None`, appended only when no
-  variant matched and never when the difference is at float32 rounding level (that is the precision, judged once
-  per part by expect_float64_precision).
+- `hint`: a localisation (the check modules' `localise_<what>`), a str or a callable
+  `hint(actual, expected) -> str | None`, appended only when no variant matched and never when the difference is at
+  float32 rounding level (that is the precision, judged once per part by expect_float64_precision).
 - `keys`: for modules, a table of recognisers `{variant name: rule(ParamKeys) -> bool}` naming a mistake seen in
   the parameter names (expect_parameters, expect_weights_loaded); the same one-name rule.
+
+A module is compared by its round trip, `expect_module(student, ref, class_name, init_args, weights=, args=, ...,
+variants=, hint=, keys=)`: the reference and the student's module on the same weights, inputs and output gradients
+(module_round_trip), then expect_module_matches; the attention with slips shared by the assignments with an
+attention is autograder.checks.slips.
 
 Diagnosis never breaks a check: an exception inside variants, a hint or a key recogniser (or an unknown variant
 name) leaves the comparison's own failure message to the student, names nothing, and is recorded

@@ -182,15 +182,11 @@ def key_mistakes(d_model: int, num_layers: int) -> dict:
     return {"linear_no_bias": linear_no_bias, "norm_without_bias": norm_without_bias, "shared_norm": shared_norm}
 
 
-def localise_stack(student, class_name: str, x: torch.Tensor, state: dict, tol):
-    """hint(actual, expected): where the fault is, when a finite output of the right shape and dtype matches nothing
-    catalogued (shape, dtype and NaN are said by the comparison itself): one probe with a single layer."""
-    return lambda actual, expected: (localise_single_layer(student, class_name, x, state, tol)
-                                     if is_float_tensor(actual, expected.shape) and actual.dtype == expected.dtype
-                                     else "")
-
-
-def localise_single_layer(student, class_name: str, x: torch.Tensor, state: dict, tol) -> str:
+def localise_stack(student, class_name: str, x: torch.Tensor, state: dict, tol, actual, expected) -> str:
+    """Where the fault is, when a finite output of the right shape and dtype matches nothing catalogued (shape, dtype
+    and NaN are said by the comparison itself): one probe with a single layer."""
+    if not (is_float_tensor(actual, expected.shape) and actual.dtype == expected.dtype):
+        return ""
     one = {k: v for k, v in state.items() if k.startswith(("layers.0.", "norms.0."))}
     y = forward_only(student, class_name, x.shape[-1], 1, x, one)
     if y is None or y.shape != x.shape or not y.dtype.is_floating_point or not torch.isfinite(y).all():
@@ -223,7 +219,8 @@ def check_stack_module(student, class_name: str, d_model: int, num_layers: int, 
     tol = F64 if x.dtype == torch.float64 else F32
     expect_module_matches(run, expected, tol, class_name, outputs=f"{class_name} 的输出",
                           variants=stack_variants(student, run.outputs, class_name, x, state, num_layers, tol),
-                          hint=localise_stack(student, class_name, x, state, tol), keys=key_mistakes(d_model, num_layers))
+                          hint=lambda actual, expected: localise_stack(student, class_name, x, state, tol, actual, expected),
+                          keys=key_mistakes(d_model, num_layers))
 
 
 # --- layer_grad_norms -----------------------------------------------------------------------------
