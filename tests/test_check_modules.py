@@ -383,9 +383,9 @@ def test_the_single_token_hint_is_right_about_the_scaling():
 
     expected = torch.randn(3, 1, 72, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     d_head = 72 // 6
-    after_softmax = gqa_saving.single_token_localisation(expected / d_head ** 0.5, expected, d_head, F64)
+    after_softmax = gqa_saving.localise_single_token(expected / d_head ** 0.5, expected, d_head, F64)
     assert after_softmax == gqa_saving.SCALED_AFTER_SOFTMAX_HINT and "softmax 之后" in after_softmax
-    other = gqa_saving.single_token_localisation(expected.flip(-1), expected, d_head, F64)
+    other = gqa_saving.localise_single_token(expected.flip(-1), expected, d_head, F64)
     assert other == gqa_saving.SINGLE_TOKEN_HINT
     for text in (after_softmax, other):
         assert "无关" not in text

@@ -4,7 +4,7 @@ test (a diagnosis that only runs on a wrong answer is where a NameError hides: n
 
 Which functions are the diagnosis is read from the check modules' source: whatever is passed as `variants=`,
 `hint=`, `keys=` or `evidence=` (or as match_variant's variants): a lambda, a function named there, the functions
-and lambdas defined inside a factory called there (stack_hint(...), key_mistakes(...)), and every function of the
+and lambdas defined inside a factory called there (localise_block(...), key_mistakes(...)), and every function of the
 module that these call, transitively. A function ran when coverage saw its code object entered (its entry arc)."""
 
 import ast

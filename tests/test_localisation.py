@@ -169,7 +169,7 @@ def block_case():
 
 def block_hint(block_case, student):
     checks, config, options, weights, x, mask = block_case
-    hint = checks.block_localisation(student, config, options, weights, x, mask, F64)
+    hint = checks.localise_block(student, config, options, weights, x, mask, F64)
     return hint(torch.zeros_like(x), x)  # the values are not what the hint reads: it probes
 
 
@@ -218,7 +218,7 @@ def test_mla_w_o_hint_only_when_every_step_but_w_o_is_right():
     expected, _ = checks.reference_module(weights)(x, mask)
 
     def hint(student):
-        return checks.output_projection_hint(student, weights, x, mask, checks.NUM_HEADS, checks.D_LATENT,
+        return checks.localise_output_projection(student, weights, x, mask, checks.NUM_HEADS, checks.D_LATENT,
                                              F64)(2 * expected, expected)
 
     # wrong before W_o (every output doubled, under the identity too): nothing said

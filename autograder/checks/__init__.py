@@ -5,7 +5,7 @@
         \"\"\"rms_norm 使用传入的 eps（eps = 1e-3，在根号里面）\"\"\"
         expect_close(student.call("rms_norm", small_x64, gamma64, eps=1e-3), ref.rms_norm(small_x64, gamma64, eps=1e-3),
                      F64, variants=lambda: formula_variants(small_x64, gamma64, 1e-3),
-                     hint=output_property(small_x64, gamma64, 1e-3, F64))
+                     hint=localise_output(small_x64, gamma64, 1e-3, F64))
 
 The fixtures (`student`, `rng`, `hand_inputs`, ...) come from autograder.checks.plugin. The
 docstring's first line tells the student what the check verifies; an expectation that fails
@@ -22,11 +22,16 @@ The diagnosis is an argument of the comparison, never an `except CheckFailed` in
   integer slip: exactly); exactly one distinct name counted names the mistake; none, or two different names, name
   nothing (the grader never names a mistake on a guess). Recognisers for a property, names decided by a probe:
   match_variant; a variant that must explain a whole answer (a pair, the values at every argument): `evidence`.
-- `hint`: a localisation, a str or a callable `hint(actual, expected) -> str | None`, appended only when no
-  variant matched and never when the difference is at float32 rounding level (that is the precision, judged once
-  per part by expect_float64_precision).
+- `hint`: a localisation (the check modules' `localise_<what>`), a str or a callable
+  `hint(actual, expected) -> str | None`, appended only when no variant matched and never when the difference is at
+  float32 rounding level (that is the precision, judged once per part by expect_float64_precision).
 - `keys`: for modules, a table of recognisers `{variant name: rule(ParamKeys) -> bool}` naming a mistake seen in
   the parameter names (expect_parameters, expect_weights_loaded); the same one-name rule.
+
+A module is compared by its round trip, `expect_module(student, ref, class_name, init_args, weights=, args=, ...,
+variants=, hint=, keys=)`: the reference and the student's module on the same weights, inputs and output gradients
+(module_round_trip), then expect_module_matches; the attention with slips shared by the assignments with an
+attention is autograder.checks.slips.
 
 Diagnosis never breaks a check: an exception inside variants, a hint or a key recogniser (or an unknown variant
 name) leaves the comparison's own failure message to the student, names nothing, and is recorded
@@ -54,7 +59,8 @@ __all__ = [
     "FLOAT32_ROUNDING", "expect_float64_precision", "PrecisionNamed", "PRECISION", "match_variant", "diagnosed", "ParamKeys",
     "expect_parameters", "attempt", "reference_with", "random_weights", "random_mask", "randn", "randint", "is_number",
     "close_number", "number_close", "values_close", "is_float_tensor", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
-    "take_diagnosis_crashes", "DIAGNOSIS_RAISED", "without_diagnosis",
+    "take_diagnosis_crashes", "DIAGNOSIS_RAISED", "without_diagnosis", "module_round_trip", "expect_module",
+    "expect_module_precision",
 ]
 
 
@@ -609,6 +615,48 @@ def reference_with(module: torch.nn.Module, state: dict, dtype=None) -> torch.nn
         module = module.to(dtype)
     module.load_state_dict(state)
     return module
+
+
+def module_round_trip(student, solution, class_name: str, init_args=(), init_kwargs=None, *, weights: dict, args=(),
+                      kwargs=None, dtype=None, grad_outputs=None, requires_grad=()) -> tuple[ModuleRun, dict]:
+    """The reference `class_name` of `solution` (the assignment's module of solutions) and the student's, built with
+    the same arguments, loaded with the same `weights` (in `dtype` when given), run forward on the same inputs and
+    backward with the same output gradients: (the student's ModuleRun, the reference's run_reference)."""
+    reference = reference_with(getattr(solution, class_name)(*init_args, **(init_kwargs or {})), weights, dtype)
+    expected = run_reference(reference, args, kwargs, grad_outputs, requires_grad)
+    run = student.module(class_name, init_args, init_kwargs, state_dict=weights, dtype=dtype, method="forward",
+                         args=args, kwargs=kwargs, grad_outputs=grad_outputs, requires_grad=requires_grad)
+    return run, expected
+
+
+def expect_module(student, solution, class_name: str, init_args=(), init_kwargs=None, *, weights: dict, args=(),
+                  kwargs=None, dtype=None, grad_outputs=None, requires_grad=(), tol: Tol, outputs: str = "输出",
+                  variants: "VariantsArg | dict[int, VariantsArg]" = None, hint: HintArg = None, keys: KeysArg = None,
+                  unloaded_ok: bool = False) -> ModuleRun:
+    """The module round trip (module_round_trip) compared by expect_module_matches, with its variants, hint and
+    keys: a check writes its module's arguments, weights and inputs once."""
+    run, expected = module_round_trip(student, solution, class_name, init_args, init_kwargs, weights=weights, args=args,
+                                      kwargs=kwargs, dtype=dtype, grad_outputs=grad_outputs,
+                                      requires_grad=requires_grad)
+    expect_module_matches(run, expected, tol, class_name, outputs, variants=variants, hint=hint, keys=keys,
+                          unloaded_ok=unloaded_ok)
+    return run
+
+
+def expect_module_precision(student, solution, class_name: str, init_args=(), init_kwargs=None, *, weights: dict,
+                            args=(), what: str, keys: KeysArg = None, index: int | None = None):
+    """A part's precision check on a module: the weights load (else named by `keys`) and the float64 forward equals
+    the reference's to float64 precision (expect_float64_precision). `index`: compare that one of a tuple of outputs
+    (the student's outputs as they are when they are not a tuple of the reference's length)."""
+    run, expected = module_round_trip(student, solution, class_name, init_args, init_kwargs, weights=weights, args=args,
+                                      dtype=torch.float64)
+    expect_weights_loaded(run, class_name, keys=keys)
+    actual, expected = run.outputs, expected["outputs"]
+    if index is not None:
+        if isinstance(actual, (tuple, list)) and len(actual) == len(expected):
+            actual = actual[index]
+        expected = expected[index]
+    expect_float64_precision(actual, expected, what)
 
 
 # --- draws from the check's generator --------------------------------------------------------------------------

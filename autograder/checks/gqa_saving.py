@@ -17,16 +17,15 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from autograder.catalogue.gqa_saving import VARIANTS  # noqa: F401 (VARIANTS: the plugin reads the module's catalogue)
 from autograder.checks import (
-    F32_ATTN, F64, ParamKeys, attempt, causal_mask, check, expect_close, expect_float64_precision, expect_int,
-    expect_module_matches, expect_number, expect_parameters, expect_true, expect_weights_loaded, forward_args,
-    is_number, match_variant, number_close, randint, random_mask, random_weights, reference_with, run_reference,
-    same_values,
+    F32_ATTN, F64, ParamKeys, attempt, causal_mask, check, expect_close, expect_int, expect_module,
+    expect_module_precision, expect_number, expect_parameters, expect_true, forward_args, is_number, match_variant,
+    number_close, randint, randn, random_mask, random_weights, reference_with, same_values,
 )
 from autograder.checks.probes import describe_value
+from autograder.checks.slips import attention_variants
 from solutions import gqa_saving as ref
 from solutions.student_params import student_answers, student_params
 
@@ -37,36 +36,14 @@ MODULE_VARIANTS = ("mod_mapping", "no_scale", "scale_d_model", "mask_ignored", "
                    "softmax_wrong_dim", "merge_heads_without_transpose", "view_without_transpose", "no_output_projection")
 
 
-def gqa_variant(weights: dict, x, mask, num_q_heads: int, num_kv_heads: int, variant: str):
-    """GroupedQueryAttention's forward with one catalogued mistake (weights by the pinned names)."""
-    B, S, d_model = x.shape
-    H, d_head = num_q_heads, d_model // num_q_heads
-    n_rep = num_q_heads // num_kv_heads
-    q = x @ weights["W_q.weight"].T
-    k = (x @ weights["W_k.weight"].T).view(B, S, num_kv_heads, d_head)
-    v = (x @ weights["W_v.weight"].T).view(B, S, num_kv_heads, d_head)
-    if variant == "mod_mapping":
-        kv_of_head = [h % num_kv_heads for h in range(H)]
-    else:
-        kv_of_head = [h // n_rep for h in range(H)]
-    k, v = k[:, :, kv_of_head].transpose(1, 2), v[:, :, kv_of_head].transpose(1, 2)
-    if variant == "view_without_transpose":
-        q = q.reshape(B, H, S, d_head)
-    else:
-        q = q.view(B, S, H, d_head).transpose(1, 2)
-    scale = {"no_scale": 1.0, "scale_d_model": 1 / math.sqrt(d_model)}.get(variant, 1 / math.sqrt(d_head))
-    scores = q @ k.transpose(-2, -1) * scale
-    if variant == "always_causal":
-        scores = scores + causal_mask(S, scores.dtype)
-    elif mask is not None and variant != "mask_ignored":
-        scores = scores * mask if variant == "mask_multiplied" else scores + mask
-    attn = F.softmax(scores, dim=-2 if variant == "softmax_wrong_dim" else -1)
-    out = attn @ v
-    if variant == "merge_heads_without_transpose":
-        out = out.reshape(B, S, H * d_head)
-    else:
-        out = out.transpose(1, 2).reshape(B, S, H * d_head)
-    return out if variant == "no_output_projection" else out @ weights["W_o.weight"].T
+def gqa_variants(weights: dict, x, mask, num_q_heads: int, num_kv_heads: int) -> list:
+    """(name, GroupedQueryAttention's output) down each catalogued mistake's path (the kit's attention with slips,
+    on GQA's projections and head pairing; weights by the pinned names, in the inputs' dtype)."""
+    def project(**_):
+        return x @ weights["W_q.weight"].T, x @ weights["W_k.weight"].T, x @ weights["W_v.weight"].T
+
+    return attention_variants(MODULE_VARIANTS, project, weights["W_o.weight"], mask, num_heads=num_q_heads,
+                              num_kv_heads=num_kv_heads)
 
 
 def repeat_kv_variant(x, n_rep: int, variant: str):
@@ -142,7 +119,7 @@ def kv_bytes_slips(b, s, h, d, bpe=2, layers=1) -> list:
             ("ignores_num_layers", right / layers), ("ignores_bytes_per_element", right * 2 / bpe)]
 
 
-def kv_bytes_localisation(student, config: tuple):
+def localise_kv_bytes(student, config: tuple):
     """hint(value, expected): which arguments the result is not proportional to (one probe per argument)."""
     def hint(value, expected) -> str | None:
         if not is_number(value) or value <= 0:
@@ -170,7 +147,7 @@ def test_kv_cache_bytes_fp16_one_layer(student, rng):
     for _ in range(4):
         config = random_config(rng)
         expect_int(student.call("kv_cache_bytes", *config), ref.kv_cache_bytes(*config), "kv_cache_bytes(...)",
-                   variants=kv_bytes_slips(*config), hint=kv_bytes_localisation(student, config))
+                   variants=kv_bytes_slips(*config), hint=localise_kv_bytes(student, config))
 
 
 @check("kv_cache_bytes", points=0.5)
@@ -215,7 +192,7 @@ def test_kv_cache_bytes_returns_int(student, rng):
 # --- repeat_kv --------------------------------------------------------------------------------------
 
 
-def repeat_kv_localisation(actual, x, n_rep: int) -> str | None:
+def localise_repeat_kv(actual, x, n_rep: int) -> str | None:
     """With the shape right: does the output only copy KV heads, and how often each?"""
     if not isinstance(actual, torch.Tensor) or actual.shape != (*x.shape[:2], x.shape[2] * n_rep, x.shape[3]):
         return None
@@ -237,7 +214,7 @@ def repeat_kv_localisation(actual, x, n_rep: int) -> str | None:
 def expect_repeat_kv(student, x, n_rep: int, tol):
     expect_close(student.call("repeat_kv", x, n_rep), ref.repeat_kv(x, n_rep), tol,
                  variants=lambda: [(name, repeat_kv_variant(x, n_rep, name)) for name in ("mod_mapping", "repeat_wrong_dim")],
-                 hint=lambda actual, expected: repeat_kv_localisation(actual, x, n_rep))
+                 hint=lambda actual, expected: localise_repeat_kv(actual, x, n_rep))
 
 
 @check("repeat_kv", points=1)
@@ -306,7 +283,7 @@ SCALED_AFTER_SOFTMAX_HINT = ("只有一个 token 时，你的输出正好是正�
                              "不是 softmax 之后的权重上")
 
 
-def single_token_localisation(actual: torch.Tensor, expected: torch.Tensor, d_head: int, tol) -> str:
+def localise_single_token(actual: torch.Tensor, expected: torch.Tensor, d_head: int, tol) -> str:
     """The single-token hint: the scale applied after the softmax when the output is the right one times
     1/√d_head (the weights are linear in the output, without bias); else what one token establishes."""
     a, e = actual.detach().double(), expected.detach().double()
@@ -347,8 +324,9 @@ def unused_projections_text(unused: list[str]) -> str:
             "（q、k、v 分别是 W_q(x)、W_k(x)、W_v(x)，合并头之后再乘 W_o）")
 
 
-def module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng, actual, expected, tol):
-    """What the outputs (and a few extra probes) say about where the forward goes wrong."""
+def localise_module(student, config, weights, x, mask, mask_kind, rng, actual, expected, tol):
+    """What the outputs (and a few extra probes, in the inputs' dtype) say about where the forward goes wrong."""
+    dtype = x.dtype
     if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape or actual.dtype != expected.dtype \
             or not torch.isfinite(actual).all():
         return None  # expect_close has said what is wrong
@@ -357,7 +335,7 @@ def module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng
         return unused_projections_text(unused)
     B, S, _ = x.shape
     if S == 1:
-        return single_token_localisation(actual, expected, config[0] // config[1], tol)
+        return localise_single_token(actual, expected, config[0] // config[1], tol)
     close = (actual.double() - expected.double()).abs() <= tol.atol + tol.rtol * expected.double().abs()
     hints = []
 
@@ -390,26 +368,17 @@ def module_localisation(student, config, weights, x, mask, mask_kind, dtype, rng
     return "；".join(hints) or None
 
 
-def run_module(student, config: tuple, weights: dict, x, mask=None, *, mask_kind=None, mask_by_keyword=False,
-               dtype, rng, what="GroupedQueryAttention"):
-    """Forward and backward of the student's module and of the reference on the same weights and inputs;
-    on a mismatch, the catalogued variants are tried (parameters, then the output), else the fault is localised."""
-    d_model, num_q_heads, num_kv_heads = config
-    grad = torch.randn(x.shape, generator=rng, dtype=torch.float64).to(dtype)
+def run_module(student, config: tuple, weights: dict, x, mask=None, *, mask_kind=None, mask_by_keyword=False, rng):
+    """Forward and backward of the student's module and of the reference on the same weights and inputs (in their
+    dtype); on a mismatch, the catalogued variants are tried (parameters, then the output), else the fault is
+    localised."""
+    tol = F64 if x.dtype == torch.float64 else F32_ATTN
     args, kwargs = forward_args(x, mask, mask_by_keyword)
-    expected = run_reference(reference_with(ref.GroupedQueryAttention(*config), weights, dtype), args, kwargs,
-                             grad_outputs=[grad], requires_grad=[0])
-    run = student.module("GroupedQueryAttention", config, state_dict=weights, dtype=dtype, method="forward",
-                         args=args, kwargs=kwargs, grad_outputs=[grad], requires_grad=[0])
-    tol = F64 if dtype == torch.float64 else F32_ATTN
-
-    def variants():
-        with torch.no_grad():
-            return [(name, gqa_variant(weights, x, mask, num_q_heads, num_kv_heads, name)) for name in MODULE_VARIANTS]
-
-    expect_module_matches(run, expected, tol, what, variants=variants, keys=key_mistakes(config),
-                          hint=lambda actual, expected: module_localisation(
-                              student, config, weights, x, mask, mask_kind, dtype, rng, actual, expected, tol))
+    expect_module(student, ref, "GroupedQueryAttention", config, weights=weights, args=args, kwargs=kwargs,
+                  dtype=x.dtype, grad_outputs=[randn(rng, *x.shape, dtype=x.dtype)], requires_grad=[0], tol=tol,
+                  variants=lambda: gqa_variants(weights, x, mask, *config[1:]), keys=key_mistakes(config),
+                  hint=lambda actual, expected: localise_module(student, config, weights, x, mask, mask_kind, rng,
+                                                                actual, expected, tol))
 
 
 @check("gqa_module", points=0.5)
@@ -427,7 +396,7 @@ def test_module_single_token(student, rng):
     config = (72, 6, 2)
     weights = gqa_weights(rng, config, torch.float64)
     x = torch.randn(3, 1, 72, generator=rng, dtype=torch.float64)
-    run_module(student, config, weights, x, dtype=torch.float64, rng=rng)
+    run_module(student, config, weights, x, rng=rng)
 
 
 @check("gqa_module", points=1)
@@ -436,7 +405,7 @@ def test_module_no_mask_float32(student, rng):
     config = (96, 8, 2)
     weights = gqa_weights(rng, config, torch.float32)
     x = torch.randn(2, 6, 96, generator=rng)
-    run_module(student, config, weights, x, dtype=torch.float32, rng=rng)
+    run_module(student, config, weights, x, rng=rng)
 
 
 @check("gqa_module", points=1)
@@ -446,7 +415,7 @@ def test_module_causal_float64(student, rng):
     weights = gqa_weights(rng, config, torch.float64)
     x = torch.randn(3, 5, 72, generator=rng, dtype=torch.float64)
     run_module(student, config, weights, x, causal_mask(5, torch.float64), mask_kind="causal",
-               dtype=torch.float64, rng=rng)
+               rng=rng)
 
 
 @check("gqa_module", points=0.5)
@@ -455,13 +424,9 @@ def test_module_float64_precision(student, rng):
     config = (72, 6, 2)
     weights = gqa_weights(rng, config, torch.float64)
     x = torch.randn(3, 5, 72, generator=rng, dtype=torch.float64)
-    mask = causal_mask(5, torch.float64)
-    run = student.module("GroupedQueryAttention", config, state_dict=weights, dtype=torch.float64, method="forward",
-                         args=(x, mask))
-    expect_weights_loaded(run, "GroupedQueryAttention", keys=key_mistakes(config))
-    with torch.no_grad():
-        expected = reference_with(ref.GroupedQueryAttention(*config), weights, torch.float64)(x, mask)
-    expect_float64_precision(run.outputs, expected, "GroupedQueryAttention 的输出")
+    expect_module_precision(student, ref, "GroupedQueryAttention", config, weights=weights,
+                            args=(x, causal_mask(5, torch.float64)), what="GroupedQueryAttention 的输出",
+                            keys=key_mistakes(config))
 
 
 @check("gqa_module", points=1)
@@ -471,7 +436,7 @@ def test_module_random_mask_float64(student, rng):
     weights = gqa_weights(rng, config, torch.float64)
     x = torch.randn(2, 7, 60, generator=rng, dtype=torch.float64)
     run_module(student, config, weights, x, random_mask(rng, 7, torch.float64), mask_kind="random",
-               mask_by_keyword=True, dtype=torch.float64, rng=rng)
+               mask_by_keyword=True, rng=rng)
 
 
 @check("gqa_module", points=0.5)
@@ -480,4 +445,4 @@ def test_module_mha_and_mqa(student, rng):
     for config in [(40, 4, 4), (40, 4, 1)]:
         weights = gqa_weights(rng, config, torch.float64)
         x = torch.randn(2, 3, 40, generator=rng, dtype=torch.float64)
-        run_module(student, config, weights, x, dtype=torch.float64, rng=rng)
+        run_module(student, config, weights, x, rng=rng)

@@ -24,7 +24,7 @@ from autograder.catalogue.gradient_flow import PRE, VARIANTS  # noqa: F401 (VARI
 from autograder.checks import (
     F32, F64, CheckFailed, ParamKeys, attempt, check, expect_module_matches, expect_numbers, expect_parameters,
     expect_true, expect_weights_loaded, is_float_tensor, is_number, match_variant, module_arg, probe_net_arg,
-    reference_with, run_reference, same_values,
+    module_round_trip, reference_with, same_values,
 )
 from autograder.checks.diagnosis import named
 from autograder.checks.probes import describe_value
@@ -48,10 +48,6 @@ def stack_weights(rng, d_model, num_layers, dtype=torch.float64) -> dict:
         state[f"norms.{i}.weight"] = 0.5 + torch.rand(d_model, generator=rng, dtype=dtype)
         state[f"norms.{i}.bias"] = 0.3 * torch.randn(d_model, generator=rng, dtype=dtype)
     return state
-
-
-def reference_stack(class_name: str, d_model: int, num_layers: int, state: dict, dtype=torch.float64) -> nn.Module:
-    return reference_with(getattr(ref, class_name)(d_model, num_layers), state, dtype)
 
 
 def expected_param_shapes(d_model: int, num_layers: int) -> dict:
@@ -186,15 +182,11 @@ def key_mistakes(d_model: int, num_layers: int) -> dict:
     return {"linear_no_bias": linear_no_bias, "norm_without_bias": norm_without_bias, "shared_norm": shared_norm}
 
 
-def stack_hint(student, class_name: str, x: torch.Tensor, state: dict, tol):
-    """hint(actual, expected): where the fault is, when a finite output of the right shape and dtype matches nothing
-    catalogued (shape, dtype and NaN are said by the comparison itself): one probe with a single layer."""
-    return lambda actual, expected: (localise_stack(student, class_name, x, state, tol)
-                                     if is_float_tensor(actual, expected.shape) and actual.dtype == expected.dtype
-                                     else "")
-
-
-def localise_stack(student, class_name: str, x: torch.Tensor, state: dict, tol) -> str:
+def localise_stack(student, class_name: str, x: torch.Tensor, state: dict, tol, actual, expected) -> str:
+    """Where the fault is, when a finite output of the right shape and dtype matches nothing catalogued (shape, dtype
+    and NaN are said by the comparison itself): one probe with a single layer."""
+    if not (is_float_tensor(actual, expected.shape) and actual.dtype == expected.dtype):
+        return ""
     one = {k: v for k, v in state.items() if k.startswith(("layers.0.", "norms.0."))}
     y = forward_only(student, class_name, x.shape[-1], 1, x, one)
     if y is None or y.shape != x.shape or not y.dtype.is_floating_point or not torch.isfinite(y).all():
@@ -221,15 +213,14 @@ def localise_stack(student, class_name: str, x: torch.Tensor, state: dict, tol) 
 def check_stack_module(student, class_name: str, d_model: int, num_layers: int, x: torch.Tensor, state: dict,
                        grad=None):
     """Student's `class_name` with `state` loaded: forward (and backward with `grad`) against the reference."""
-    reference = reference_stack(class_name, d_model, num_layers, state, x.dtype)
     kwargs = dict(grad_outputs=[grad], requires_grad=[0]) if grad is not None else {}
-    expected = run_reference(reference, (x,), **kwargs)
-    run = student.module(class_name, (d_model, num_layers), state_dict=state, dtype=x.dtype, method="forward",
-                         args=(x,), **kwargs)
+    run, expected = module_round_trip(student, ref, class_name, (d_model, num_layers), weights=state, args=(x,),
+                                      dtype=x.dtype, **kwargs)
     tol = F64 if x.dtype == torch.float64 else F32
     expect_module_matches(run, expected, tol, class_name, outputs=f"{class_name} 的输出",
                           variants=stack_variants(student, run.outputs, class_name, x, state, num_layers, tol),
-                          hint=stack_hint(student, class_name, x, state, tol), keys=key_mistakes(d_model, num_layers))
+                          hint=lambda actual, expected: localise_stack(student, class_name, x, state, tol, actual, expected),
+                          keys=key_mistakes(d_model, num_layers))
 
 
 # --- layer_grad_norms -----------------------------------------------------------------------------

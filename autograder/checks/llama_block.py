@@ -14,31 +14,40 @@ Mistakes in the parameters (an extra bias, renamed sub-modules, QK-Norm sized fo
 parameter keys (`key_mistakes`).
 """
 
-import math
-
 import torch
 import torch.nn.functional as F
 
 from autograder.catalogue.llama_block import VARIANTS, ATTENTION_FAMILIES  # noqa: F401 (VARIANTS: the plugin reads the module's catalogue)
 from autograder.checks import (
-    F32_ATTN, F64, ParamKeys, Tol, at_rounding_level, attempt, causal_mask, check, expect_close,
-    expect_float64_precision, expect_module_matches, expect_number, expect_parameters, expect_weights_loaded,
-    forward_args, is_float_tensor, random_mask, random_weights, reference_with, run_reference, weights_loaded,
+    F32_ATTN, F64, ParamKeys, Tol, at_rounding_level, attempt, causal_mask, check, expect_close, expect_module,
+    expect_module_precision, expect_number, expect_parameters, forward_args, is_float_tensor, randn, random_mask,
+    random_weights, reference_with, weights_loaded,
 )
+from autograder.checks.slips import attention_with_slips, slip_variants
 from solutions import llama_block as ref
 from solutions.student_params import student_answers, student_params
 
 # --- the catalogue of mistakes ----------------------------------------------------------------------
 
 
-# the slips of the functional re-implementation; two ways of one mistake share its name (SLIP_NAMES)
+# llama_block's own ways of the attention's mistakes: QK-Norm and RoPE, options of the kit's attention with slips
+# (autograder.checks.slips) that go to `qk_norm_and_rope`
+LLAMA_PATHS = {
+    "rotate_half_unpermuted": ({"rope": "rotate_half"},),
+    "rope_k_missing": ({"rope_on": "q"},),
+    "rope_on_v": ({"rope_on": "qkv"},),
+    "no_rope": ({"rope_on": ""},),
+    "rope_before_qk_norm": ({"qk_norm_after_rope": True},),
+    # k through q_norm, or one module under both names (the weights loaded last, k_norm's, hold for both)
+    "shared_qk_norm": ({"gammas": "qq"}, {"gammas": "kk"}),
+}
 ATTENTION_SLIPS = ("mod_mapping", *[n for n in ATTENTION_FAMILIES if n != "linear_bias"], "always_causal",
-                   "rotate_half_unpermuted", "rope_k_missing", "rope_on_v", "no_rope", "rope_before_qk_norm",
-                   "k_normed_by_q_norm", "q_normed_by_k_norm")
-BLOCK_SLIPS = ATTENTION_SLIPS + ("post_norm_order", "attn_residual_dropped", "ffn_residual_dropped",
-                                 "norm_ffn_for_attention", "norm_attn_for_ffn", "gate_up_swapped")
-# k through q_norm, or one module under both names (the weights loaded last, k_norm's, hold for both)
-SLIP_NAMES = {"k_normed_by_q_norm": "shared_qk_norm", "q_normed_by_k_norm": "shared_qk_norm"}
+                   *LLAMA_PATHS)
+# the block's own mistakes (options of block_variant)
+BLOCK_PATHS = {name: ({"block": name},) for name in ("post_norm_order", "attn_residual_dropped",
+                                                     "ffn_residual_dropped", "norm_ffn_for_attention",
+                                                     "norm_attn_for_ffn", "gate_up_swapped")}
+BLOCK_SLIPS = ATTENTION_SLIPS + tuple(BLOCK_PATHS)
 
 
 # --- the variants, grader side only, float64 ------------------------------------------------------
@@ -48,9 +57,9 @@ def _rms(x, gamma, eps):
     return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma
 
 
-def _rope(x, cos, sin, slip):
-    """x [B, H, S, D]: adjacent pairs, or rotate_half for that slip."""
-    if slip == "rotate_half_unpermuted":
+def _rope(x, cos, sin, how):
+    """x [B, H, S, D]: adjacent pairs, or the halves ("rotate_half")."""
+    if how == "rotate_half":
         half = x.shape[-1] // 2
         c, s = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
         return x * c + torch.cat([-x[..., half:], x[..., :half]], -1) * s
@@ -58,79 +67,67 @@ def _rope(x, cos, sin, slip):
     return torch.stack((even * cos - odd * sin, odd * cos + even * sin), -1).flatten(-2)
 
 
-def ref_causal_mask(S: int):
-    return torch.triu(torch.full((S, S), float("-inf"), dtype=torch.float64), diagonal=1)
+def qk_norm_and_rope(w: dict, prefix: str, *, qk_norm: bool, eps: float, theta: float):
+    """prepare(q, k, v, **path) for the kit's attention with slips: QK-Norm (when the module has it), then RoPE on q
+    and k, on [B, H, S, D]; or down one of LLAMA_PATHS."""
+    def prepare(q, k, v, rope="pairs", rope_on="qk", qk_norm_after_rope=False, gammas="qk", **_):
+        S, D = q.shape[-2:]
+        cos, sin = (t.double() for t in ref.precompute_rope_freqs(D, S, theta, dtype=torch.float64))
+        if qk_norm:
+            gamma = {"q": w[prefix + "q_norm.gamma"], "k": w[prefix + "k_norm.gamma"]}
+            gamma_q, gamma_k = gamma[gammas[0]], gamma[gammas[1]]
+        if qk_norm and not qk_norm_after_rope:
+            q, k = _rms(q, gamma_q, eps), _rms(k, gamma_k, eps)
+        q = _rope(q, cos, sin, rope) if "q" in rope_on else q
+        k = _rope(k, cos, sin, rope) if "k" in rope_on else k
+        v = _rope(v, cos, sin, rope) if "v" in rope_on else v
+        if qk_norm and qk_norm_after_rope:
+            q, k = _rms(q, gamma_q, eps), _rms(k, gamma_k, eps)
+        return q, k, v
+    return prepare
 
 
 def attention_variant(w: dict, prefix: str, x, mask, num_q_heads: int, num_kv_heads: int, *, qk_norm: bool,
-                      eps: float, theta: float, slip: str | None):
-    """LlamaAttention's forward with one catalogued slip (None: the right one), weights by the pinned names."""
+                      eps: float, theta: float, **path):
+    """LlamaAttention's forward down one path of the kit's attention with slips (none given: the right one), weights
+    by the pinned names, in float64."""
     x = x.double()
     w = {k: v.double() for k, v in w.items()}
-    B, S, d_model = x.shape
-    H, Hkv = num_q_heads, num_kv_heads
-    D = d_model // H
-    q = (x @ w[prefix + "W_q.weight"].T).view(B, S, H, D)
-    k = (x @ w[prefix + "W_k.weight"].T).view(B, S, Hkv, D)
-    v = (x @ w[prefix + "W_v.weight"].T).view(B, S, Hkv, D)
-    cos, sin = (t.double() for t in ref.precompute_rope_freqs(D, S, theta, dtype=torch.float64))
-    kv_of_head = [h % Hkv if slip == "mod_mapping" else h // (H // Hkv) for h in range(H)]
-    k, v = k[:, :, kv_of_head], v[:, :, kv_of_head]
-    norm = qk_norm and slip != "rope_before_qk_norm"
-    if qk_norm:
-        gamma_q, gamma_k = w[prefix + "q_norm.gamma"], w[prefix + "k_norm.gamma"]
-        gamma_q, gamma_k = {"k_normed_by_q_norm": (gamma_q, gamma_q),
-                            "q_normed_by_k_norm": (gamma_k, gamma_k)}.get(slip, (gamma_q, gamma_k))
-    if norm:
-        q, k = _rms(q, gamma_q, eps), _rms(k, gamma_k, eps)
-    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, H, S, D]
-    if slip != "no_rope":
-        q = _rope(q, cos, sin, slip)
-        if slip != "rope_k_missing":
-            k = _rope(k, cos, sin, slip)
-        if slip == "rope_on_v":
-            v = _rope(v, cos, sin, slip)
-    if qk_norm and slip == "rope_before_qk_norm":
-        q, k = _rms(q, gamma_q, eps), _rms(k, gamma_k, eps)
-    if slip == "always_causal":
-        mask = ref_causal_mask(S)
-    scale = {"no_scale": 1.0, "scale_d_model": 1 / math.sqrt(d_model)}.get(slip, 1 / math.sqrt(D))
-    scores = q @ k.transpose(-2, -1) * scale
-    if mask is not None and slip != "mask_ignored":
-        scores = scores * mask.double() if slip == "mask_multiplied" else scores + mask.double()
-    weights = F.softmax(scores, dim=-2 if slip == "softmax_wrong_dim" else -1)
-    out = weights @ v
-    out = out.reshape(B, S, H * D) if slip == "merge_heads_without_transpose" else out.transpose(1, 2).reshape(B, S, H * D)
-    return out if slip == "no_output_projection" else out @ w[prefix + "W_o.weight"].T
+
+    def project(**_):
+        return x @ w[prefix + "W_q.weight"].T, x @ w[prefix + "W_k.weight"].T, x @ w[prefix + "W_v.weight"].T
+
+    return attention_with_slips(project, w[prefix + "W_o.weight"], None if mask is None else mask.double(),
+                                num_heads=num_q_heads, num_kv_heads=num_kv_heads,
+                                prepare=qk_norm_and_rope(w, prefix, qk_norm=qk_norm, eps=eps, theta=theta), **path)
 
 
 def block_variant(w: dict, x, mask, num_q_heads: int, num_kv_heads: int, *, qk_norm: bool, eps: float,
-                  theta: float, slip: str | None):
-    """LlamaBlock's forward with one catalogued slip (an attention slip is inherited by the block)."""
+                  theta: float, block: str | None = None, **path):
+    """LlamaBlock's forward with one of its own mistakes (`block`), or with an attention path (inherited)."""
     x = x.double()
     w = {k: v.double() for k, v in w.items()}
-    attn_slip = slip if slip in ATTENTION_SLIPS else None
 
     def attn(t):
         return attention_variant(w, "attn.", t, mask, num_q_heads, num_kv_heads, qk_norm=qk_norm, eps=eps,
-                                 theta=theta, slip=attn_slip)
+                                 theta=theta, **path)
 
     def ffn(t):
         gate, up = t @ w["ffn.W_gate.weight"].T, t @ w["ffn.W_up.weight"].T
-        if slip == "gate_up_swapped":
+        if block == "gate_up_swapped":
             gate, up = up, gate
         return (F.silu(gate) * up) @ w["ffn.W_down.weight"].T
 
     def norm(t, which):
         return _rms(t, w[which + ".gamma"], eps)
 
-    if slip == "post_norm_order":
+    if block == "post_norm_order":
         h = norm(x + attn(x), "norm_attn")
         return norm(h + ffn(h), "norm_ffn")
-    a = attn(norm(x, "norm_ffn" if slip == "norm_ffn_for_attention" else "norm_attn"))
-    h = a if slip == "attn_residual_dropped" else x + a
-    f = ffn(norm(h, "norm_attn" if slip == "norm_attn_for_ffn" else "norm_ffn"))
-    return f if slip == "ffn_residual_dropped" else h + f
+    a = attn(norm(x, "norm_ffn" if block == "norm_ffn_for_attention" else "norm_attn"))
+    h = a if block == "attn_residual_dropped" else x + a
+    f = ffn(norm(h, "norm_attn" if block == "norm_attn_for_ffn" else "norm_ffn"))
+    return f if block == "ffn_residual_dropped" else h + f
 
 
 def permute_variant(w, n_heads: int, d_head: int, slip: str):
@@ -250,14 +247,13 @@ def variant_outputs(class_name: str, weights, x, mask, init_args, init_kwargs) -
     _, num_q_heads, num_kv_heads = init_args[:3]
     options = dict(qk_norm=init_kwargs.get("qk_norm", False), eps=init_kwargs.get("eps", 1e-6),
                    theta=init_kwargs.get("theta", 10000.0))
-    with torch.no_grad():
-        if class_name == "LlamaBlock":
-            return [(SLIP_NAMES.get(slip, slip),
-                     block_variant(weights, x, mask, num_q_heads, num_kv_heads, slip=slip, **options))
-                    for slip in BLOCK_SLIPS]
-        return [(SLIP_NAMES.get(slip, slip),
-                 attention_variant(weights, "", x, mask, num_q_heads, num_kv_heads, slip=slip, **options))
-                for slip in ATTENTION_SLIPS]
+    if class_name == "LlamaBlock":
+        return slip_variants(BLOCK_SLIPS, lambda **path: block_variant(weights, x, mask, num_q_heads, num_kv_heads,
+                                                                       **options, **path),
+                             mask, {**LLAMA_PATHS, **BLOCK_PATHS})
+    return slip_variants(ATTENTION_SLIPS, lambda **path: attention_variant(weights, "", x, mask, num_q_heads,
+                                                                           num_kv_heads, **options, **path),
+                         mask, LLAMA_PATHS)
 
 
 # the block's sub-modules by their pinned names, what each is called with in the pinned forward, and what it is
@@ -273,7 +269,7 @@ def sub_module_agrees(actual, expected, tol: Tol) -> bool:
         expected.dtype == torch.float64 and at_rounding_level(actual, expected))
 
 
-def block_localisation(student, init_args: tuple, init_kwargs: dict, weights: dict, x, mask, tol: Tol):
+def localise_block(student, init_args: tuple, init_kwargs: dict, weights: dict, x, mask, tol: Tol):
     """hint(actual, expected) for LlamaBlock: the output is wrong and no catalogued slip matched. The student's own
     sub-modules, reached by the pinned names in the block built and loaded as in the check, are each called on the
     input the pinned forward gives them (computed by the reference with the same weights) and compared with the
@@ -315,31 +311,22 @@ def block_localisation(student, init_args: tuple, init_kwargs: dict, weights: di
 
 def run_module(student, class_name: str, init_args: tuple, init_kwargs: dict, weights: dict, x, mask=None, *,
                mask_by_keyword=False, rng):
-    """Forward and backward of the student's module and of the reference on the same weights and inputs; a wrong
-    output is named from the catalogued slips, a wrong set of parameters from its keys."""
-    dtype = x.dtype
-    scale = GRAD_SCALE_FLOAT64 if dtype == torch.float64 else 1.0
-    grad = (scale * torch.randn(x.shape, generator=rng, dtype=torch.float64)).to(dtype)
+    """Forward and backward of the student's module and of the reference on the same weights and inputs (in their
+    dtype); a wrong output is named from the catalogued slips, a wrong set of parameters from its keys."""
+    scale = GRAD_SCALE_FLOAT64 if x.dtype == torch.float64 else 1.0
+    tol = F64 if x.dtype == torch.float64 else F32_BLOCK if class_name == "LlamaBlock" else F32_ATTN
     args, kwargs = forward_args(x, mask, mask_by_keyword)
-    expected = run_reference(reference_with(getattr(ref, class_name)(*init_args, **init_kwargs), weights, dtype),
-                             args, kwargs, grad_outputs=[grad], requires_grad=[0])
-    run = student.module(class_name, init_args, init_kwargs, state_dict=weights, dtype=dtype, method="forward",
-                         args=args, kwargs=kwargs, grad_outputs=[grad], requires_grad=[0])
-    tol = F64 if dtype == torch.float64 else F32_BLOCK if class_name == "LlamaBlock" else F32_ATTN
-    hint = block_localisation(student, init_args, init_kwargs, weights, x, mask, tol) \
-        if class_name == "LlamaBlock" else None
-    expect_module_matches(run, expected, tol, class_name, f"`{class_name}` 的输出", keys=key_mistakes(pinned(weights)),
-                          variants=lambda: variant_outputs(class_name, weights, x, mask, init_args, init_kwargs),
-                          hint=hint)
+    expect_module(student, ref, class_name, init_args, init_kwargs, weights=weights, args=args, kwargs=kwargs,
+                  dtype=x.dtype, grad_outputs=[randn(rng, *x.shape, dtype=x.dtype, scale=scale)], requires_grad=[0],
+                  tol=tol, outputs=f"`{class_name}` 的输出", keys=key_mistakes(pinned(weights)),
+                  variants=lambda: variant_outputs(class_name, weights, x, mask, init_args, init_kwargs),
+                  hint=localise_block(student, init_args, init_kwargs, weights, x, mask, tol)
+                  if class_name == "LlamaBlock" else None)
 
 
 def expect_precision(student, class_name, init_args, init_kwargs, weights, x, mask):
-    run = student.module(class_name, init_args, init_kwargs, state_dict=weights, dtype=torch.float64,
-                         method="forward", args=(x, mask))
-    expect_weights_loaded(run, class_name, keys=key_mistakes(pinned(weights)))
-    with torch.no_grad():
-        expected = reference_with(getattr(ref, class_name)(*init_args, **init_kwargs), weights, torch.float64)(x, mask)
-    expect_float64_precision(run.outputs, expected, f"`{class_name}` 的输出")
+    expect_module_precision(student, ref, class_name, init_args, init_kwargs, weights=weights, args=(x, mask),
+                            what=f"`{class_name}` 的输出", keys=key_mistakes(pinned(weights)))
 
 
 # --- llama_attention ---------------------------------------------------------------------------------

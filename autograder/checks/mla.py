@@ -20,18 +20,16 @@ cheap: under the causal mask, one extra probe tells whether an earlier output ch
 under the additive mask, whether the mask changes the output at all.
 """
 
-import math
-
 import pytest
 import torch
-import torch.nn.functional as F
 
 from autograder.catalogue.mla import VARIANTS  # noqa: F401 (VARIANTS: the plugin reads the module's catalogue)
-from autograder.checks import (F32_ATTN, F64, CheckFailed, attempt, causal_mask, check, expect_close,
-                               expect_float64_precision, expect_int, expect_module_matches, expect_parameters,
-                               expect_weights_loaded, match_variant, module_arg, number_close, random_weights,
-                               randint, reference_with, run_reference, same_values)
+from autograder.checks import (F32_ATTN, F64, CheckFailed, attempt, causal_mask, check, expect_close, expect_int,
+                               expect_module, expect_module_precision, expect_parameters, expect_weights_loaded,
+                               match_variant, module_arg, module_round_trip, number_close, random_weights, randint,
+                               reference_with, same_values)
 from autograder.checks.probes import describe_value
+from autograder.checks.slips import attention_variants
 from solutions import mla as ref
 from solutions.student_params import student_answers, student_params
 
@@ -48,24 +46,17 @@ UNIT_SLIPS = ("fp32_bytes", "bits_not_bytes", "elements_not_bytes", "mib_not_byt
 
 # --- the attention with catalogued mistakes ---------------------------------------------------------
 
-# each variant's known-wrong code paths (keyword arguments of attention_variant)
-ATTENTION_PATHS = {
-    "no_scale": [{"scale": "none"}],
-    "scale_d_model": [{"scale": "d_model"}],
-    "mask_ignored": [{"mask_mode": "ignore"}],
-    "mask_multiplied": [{"mask_mode": "multiply"}],
-    "mask_as_boolean": [{"mask_mode": "boolean"}],
-    "softmax_wrong_dim": [{"softmax_dim": -2}],
-    "w_k_up_for_v": [{"v_from": "W_k_up.weight"}],
-    "w_v_up_for_k": [{"k_from": "W_v_up.weight"}],
-    "view_without_transpose": [{"direct_q": True, "direct_kv": True}, {"direct_q": True, "direct_kv": True,
-                                                                       "direct_merge": True},
-                               {"direct_q": True}, {"direct_q": True, "direct_merge": True}],
-    "merge_heads_without_transpose": [{"direct_merge": True}],
-    "no_output_projection": [{"output_projection": False}],
-    "absorbed_wrong_split": [{"split_k_transposed": True}, {"split_v_transposed": True},
-                             {"split_k_transposed": True, "split_v_transposed": True}],
-    "absorbed_scale_d_latent": [{"scale": "d_latent"}],
+# MLA's own ways of the mistakes (options of the kit's attention with slips: the shared families' paths are the
+# kit's; MLA adds its latent projections' slips and more ways to split the heads without a transpose)
+MLA_PATHS = {
+    "mask_as_boolean": ({"mask_mode": "boolean"},),
+    "w_k_up_for_v": ({"v_from": "W_k_up.weight"},),
+    "w_v_up_for_k": ({"k_from": "W_v_up.weight"},),
+    "view_without_transpose": ({"q_heads": "reshape", "kv_heads": "reshape"},
+                               {"q_heads": "reshape", "kv_heads": "reshape", "merge": "reshape"},
+                               {"q_heads": "reshape"}, {"q_heads": "reshape", "merge": "reshape"}),
+    "absorbed_wrong_split": ({"split_k_transposed": True}, {"split_v_transposed": True},
+                             {"split_k_transposed": True, "split_v_transposed": True}),
 }
 MODULE_VARIANTS = ("no_scale", "scale_d_model", "mask_ignored", "mask_multiplied", "mask_as_boolean",
                    "softmax_wrong_dim", "w_k_up_for_v", "w_v_up_for_k", "view_without_transpose",
@@ -73,45 +64,29 @@ MODULE_VARIANTS = ("no_scale", "scale_d_model", "mask_ignored", "mask_multiplied
 ABSORBED_VARIANTS = MODULE_VARIANTS + ("absorbed_wrong_split", "absorbed_scale_d_latent")
 
 
-def attention_variant(weights: dict, x, mask, num_heads: int, scale="d_head", mask_mode="add", softmax_dim=-1,
-                      k_from="W_k_up.weight", v_from="W_v_up.weight", split_k_transposed=False,
-                      split_v_transposed=False, direct_q=False, direct_kv=False, direct_merge=False,
-                      output_projection=True):
-    """The out of MultiHeadLatentAttention's forward, down a known-wrong path (weights by the pinned names)."""
-    B, S, d_model = x.shape
-    H, d_head = num_heads, d_model // num_heads
-    w_k, w_v = weights[k_from], weights[v_from]
-    if split_k_transposed:  # [d_latent, d_model] cut into heads as if it were [d_model, d_latent]
-        w_k = w_k.t().reshape(w_k.shape)
-    if split_v_transposed:
-        w_v = w_v.t().reshape(w_v.shape)
-    c = x @ weights["W_kv_down.weight"].T
-
-    def heads(t, direct):
-        return t.reshape(B, H, S, d_head) if direct else t.view(B, S, H, d_head).transpose(1, 2)
-
-    q, k, v = heads(x @ weights["W_q.weight"].T, direct_q), heads(c @ w_k.T, direct_kv), heads(c @ w_v.T, direct_kv)
-    divisor = {"none": 1.0, "d_model": math.sqrt(d_model), "d_latent": math.sqrt(c.shape[-1])}
-    scores = q @ k.transpose(-2, -1) / divisor.get(scale, math.sqrt(d_head))
-    if mask is not None and mask_mode != "ignore":
-        if mask_mode == "multiply":
-            scores = scores * mask
-        elif mask_mode == "boolean":
-            scores = scores.masked_fill(torch.isinf(mask), float("-inf"))
-        else:
-            scores = scores + mask
-    out = F.softmax(scores, dim=softmax_dim) @ v
-    out = out.reshape(B, S, d_model) if direct_merge else out.transpose(1, 2).reshape(B, S, d_model)
-    return out @ weights["W_o.weight"].T if output_projection else out
+def latent_projections(weights: dict, x):
+    """project(**path) for the kit's attention with slips: q from W_q, k and v decompressed from the latent c_kv
+    (by W_k_up and W_v_up, or down a slip's path: the other up-projection, one cut into heads transposed)."""
+    def project(k_from="W_k_up.weight", v_from="W_v_up.weight", split_k_transposed=False, split_v_transposed=False,
+                **_):
+        w_k, w_v = weights[k_from], weights[v_from]
+        if split_k_transposed:  # [d_latent, d_model] cut into heads as if it were [d_model, d_latent]
+            w_k = w_k.t().reshape(w_k.shape)
+        if split_v_transposed:
+            w_v = w_v.t().reshape(w_v.shape)
+        c = x @ weights["W_kv_down.weight"].T
+        return x @ weights["W_q.weight"].T, c @ w_k.T, c @ w_v.T
+    return project
 
 
-def attention_variants(weights: dict, x, mask, num_heads: int, names) -> list:
+def latent_attention_variants(weights: dict, x, mask, num_heads: int, names) -> list:
     """(name, out) down each known-wrong path of the variants `names`, in float64."""
     weights = {k: v.double() for k, v in weights.items()}
     mask = None if mask is None else mask.double()
-    with torch.no_grad():
-        return [(name, attention_variant(weights, x.double(), mask, num_heads, **path))
-                for name in names if not (mask is None and name.startswith("mask_")) for path in ATTENTION_PATHS[name]]
+    d_latent = weights["W_kv_down.weight"].shape[0]
+    return attention_variants(names, latent_projections(weights, x.double()), weights["W_o.weight"], mask,
+                                    paths=dict(MLA_PATHS, absorbed_scale_d_latent=({"scale": d_latent},)),
+                                    num_heads=num_heads)
 
 
 def cache_variants(weights: dict, x, num_heads: int) -> list:
@@ -130,7 +105,7 @@ def cache_variants(weights: dict, x, num_heads: int) -> list:
 
 def forward_variants(weights: dict, x, mask, num_heads: int) -> dict:
     """The variants of forward's two values: the out, and the cache."""
-    return {0: lambda: attention_variants(weights, x, mask, num_heads, MODULE_VARIANTS),
+    return {0: lambda: latent_attention_variants(weights, x, mask, num_heads, MODULE_VARIANTS),
             1: lambda: cache_variants(weights, x, num_heads)}
 
 
@@ -153,7 +128,7 @@ def first_out(outputs):
     return outputs if isinstance(outputs, torch.Tensor) else None
 
 
-def causality_hint(x, rerun):
+def localise_causality(x, rerun):
     """hint(out, expected) under the causal mask: does an earlier output move with the last token?
 
     One extra probe, `rerun(x2)` (the student's out for x2 = x with its last token replaced)."""
@@ -173,7 +148,7 @@ def causality_hint(x, rerun):
     return hint
 
 
-def mask_effect_hint(without_mask):
+def localise_mask_effect(without_mask):
     """hint(out, expected) under the additive mask: does the mask change anything at all? (`without_mask()`: the
     student's out for the same input without a mask, one extra probe)"""
     def hint(out, expected):
@@ -186,7 +161,7 @@ def mask_effect_hint(without_mask):
     return hint
 
 
-def output_projection_hint(student, weights, x, mask, num_heads: int, d_latent: int, tol):
+def localise_output_projection(student, weights, x, mask, num_heads: int, d_latent: int, tol):
     """hint(out, expected): with W_o replaced by the identity (one extra probe), does the student's out agree with
     the reference's? Then every step before W_o is right and the mistake is in applying W_o. (Said only then: a
     wrong out under the identity does not show where the mistake is.)"""
@@ -263,25 +238,19 @@ def test_module_parameters(student):
                       keys=KEY_MISTAKES)
 
 
-def expect_forward(student, weights, x, mask, tol, num_heads=NUM_HEADS, d_latent=D_LATENT, dtype=torch.float64,
-                   causal=False):
-    """The student's forward (both returned values) matches the reference's; a mismatch is diagnosed."""
-    d_model = x.shape[-1]
-    args = (x,) if mask is None else (x, mask)
-    with torch.no_grad():
-        expected = reference_module(weights, d_model, num_heads, d_latent, dtype)(*args)
-    run = student.module(CLASS, (d_model, num_heads, d_latent), state_dict=weights, dtype=dtype,
-                         method="forward", args=args)
+def expect_forward(student, weights, x, mask, tol, num_heads=NUM_HEADS, d_latent=D_LATENT, causal=False):
+    """The student's forward (both returned values, in the inputs' dtype) matches the reference's; a mismatch is
+    diagnosed."""
+    init_args = (x.shape[-1], num_heads, d_latent)
 
     def rerun(x2):
-        again = student.module(CLASS, (d_model, num_heads, d_latent), state_dict=weights, dtype=dtype,
-                               method="forward", args=(x2, mask))
+        again = student.module(CLASS, init_args, state_dict=weights, dtype=x.dtype, method="forward", args=(x2, mask))
         return first_out(again.outputs)
 
-    hint = first_hint(output_projection_hint(student, weights, x, mask, num_heads, d_latent, tol),
-                      causality_hint(x, rerun) if causal else None)
-    expect_module_matches(run, {"outputs": expected}, tol, CLASS, variants=forward_variants(weights, x, mask, num_heads),
-                          hint=hint, keys=KEY_MISTAKES)
+    expect_module(student, ref, CLASS, init_args, weights=weights, args=(x,) if mask is None else (x, mask),
+                  dtype=x.dtype, tol=tol, variants=forward_variants(weights, x, mask, num_heads), keys=KEY_MISTAKES,
+                  hint=first_hint(localise_output_projection(student, weights, x, mask, num_heads, d_latent, tol),
+                                  localise_causality(x, rerun) if causal else None))
 
 
 @check("mla_module", points=1.5)
@@ -292,29 +261,25 @@ def test_module_forward_backward_float64(student, weights64, x64, rng):
     expect_forward(student, weights64, x64, mask, F64, causal=True)
     grads = [torch.randn(BATCH, SEQ, D_MODEL, generator=rng, dtype=torch.float64),
              torch.randn(BATCH, SEQ, D_LATENT, generator=rng, dtype=torch.float64)]
-    expected = run_reference(reference_module(weights64), (x64, mask), grad_outputs=grads, requires_grad=[0])
-    run = student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64,
-                         method="forward", args=(x64, mask), grad_outputs=grads, requires_grad=[0])
-    expect_module_matches(run, expected, F64, CLASS)
+    expect_module(student, ref, CLASS, (D_MODEL, NUM_HEADS, D_LATENT), weights=weights64, args=(x64, mask),
+                  dtype=torch.float64, grad_outputs=grads, requires_grad=[0], tol=F64)
 
 
 def forward_out(student, weights64, x64, mask):
     """The student's out (forward's first value; the module loaded with the weights) and the reference's, float64."""
-    with torch.no_grad():
-        expected, _ = reference_module(weights64)(x64, mask)
-    run = student.module(CLASS, (D_MODEL, NUM_HEADS, D_LATENT), state_dict=weights64, dtype=torch.float64,
-                         method="forward", args=(x64, mask))
+    run, expected = module_round_trip(student, ref, CLASS, (D_MODEL, NUM_HEADS, D_LATENT), weights=weights64,
+                                      args=(x64, mask), dtype=torch.float64)
     expect_weights_loaded(run, CLASS, keys=KEY_MISTAKES)
     out = run.outputs[0] if isinstance(run.outputs, (tuple, list)) and len(run.outputs) == 2 else run.outputs
-    return out, expected
+    return out, expected["outputs"][0]
 
 
 @check("mla_module", points=0.5)
 def test_module_float64_precision(student, weights64, x64):
     """因果掩码下，float64 的输入全程用 float64 计算：forward 返回的 out 与参考实现一致到 float64 的精度"""
-    mask = causal_mask(SEQ, torch.float64)
-    out, expected = forward_out(student, weights64, x64, mask)
-    expect_float64_precision(out, expected, "forward 返回的第 1 个值（out）")
+    expect_module_precision(student, ref, CLASS, (D_MODEL, NUM_HEADS, D_LATENT), weights=weights64,
+                            args=(x64, causal_mask(SEQ, torch.float64)), what="forward 返回的第 1 个值（out）",
+                            keys=KEY_MISTAKES, index=0)
 
 
 @check("mla_module", points=1)
@@ -328,9 +293,9 @@ def test_module_additive_mask(student, weights64, x64, rng):
                                         dtype=torch.float64, method="forward", args=(x64,)).outputs)
 
     expect_close(out, expected, F64, "forward 返回的第 1 个值（out）",
-                 variants=lambda: attention_variants(weights64, x64, mask, NUM_HEADS, MODULE_VARIANTS),
-                 hint=first_hint(output_projection_hint(student, weights64, x64, mask, NUM_HEADS, D_LATENT, F64),
-                                 mask_effect_hint(without_mask)))
+                 variants=lambda: latent_attention_variants(weights64, x64, mask, NUM_HEADS, MODULE_VARIANTS),
+                 hint=first_hint(localise_output_projection(student, weights64, x64, mask, NUM_HEADS, D_LATENT, F64),
+                                 localise_mask_effect(without_mask)))
 
 
 @check("mla_module", points=1)
@@ -339,7 +304,7 @@ def test_module_float32_no_mask(student, rng):
     d_model, num_heads, d_latent = 32, 4, 12  # d_head = 8
     weights = random_weights(rng, pinned_shapes(d_model, d_latent), torch.float32)
     x = torch.randn(2, 9, d_model, generator=rng)
-    expect_forward(student, weights, x, None, F32_ATTN, num_heads, d_latent, dtype=torch.float32)
+    expect_forward(student, weights, x, None, F32_ATTN, num_heads, d_latent)
 
 
 # --- byte counts: a typed or returned number, and the slips that give it -------------------------------
@@ -502,8 +467,8 @@ def expect_absorbed(student, weights64, x64, mask):
         return student.call("mla_absorbed_forward", *((mla, x) if mask is None else (mla, x, mask)))
 
     expect_close(absorbed(x64), expected, F64, "mla_absorbed_forward 的输出",
-                 variants=lambda: attention_variants(weights64, x64, mask, NUM_HEADS, ABSORBED_VARIANTS),
-                 hint=causality_hint(x64, absorbed) if mask is not None else None)
+                 variants=lambda: latent_attention_variants(weights64, x64, mask, NUM_HEADS, ABSORBED_VARIANTS),
+                 hint=localise_causality(x64, absorbed) if mask is not None else None)
 
 
 def absorbed_latents(student, weights64, x64, mask):

@@ -19,8 +19,8 @@ import torch
 from autograder.catalogue.rmsnorm import VARIANTS  # noqa: F401 (VARIANTS: the plugin reads the module's catalogue)
 from autograder.checks import (
     F32, F64, HAND, ParamKeys, Tol, attempt, check, close_number, expect_close, expect_float64_precision,
-    expect_module_matches, expect_number, expect_numbers, expect_parameters, expect_true, expect_weights_loaded,
-    is_number, reference_with, run_reference, same_values,
+    expect_module, expect_module_precision, expect_number, expect_numbers, expect_parameters, expect_true, is_number,
+    same_values,
 )
 from solutions import rmsnorm as ref
 from solutions.student_params import student_params
@@ -68,7 +68,7 @@ def formula_variants(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> list[t
     ] + [("ignores_eps_argument", x / torch.sqrt(ms + e) * g) for e in HARD_CODED_EPS if e != eps]
 
 
-def output_property(x: torch.Tensor, gamma: torch.Tensor, eps: float, tol: Tol, student=None):
+def localise_output(x: torch.Tensor, gamma: torch.Tensor, eps: float, tol: Tol, student=None):
     """hint(actual, expected): where a wrong output goes wrong, from the output alone (no hidden values), and
     with `student`, one extra probe (does changing one token change the other tokens' outputs?)."""
     def hint(actual, expected) -> str:
@@ -126,17 +126,19 @@ def key_mistakes(d_model: int) -> dict:
     return {"gamma_renamed": renamed, "extra_beta": extra_beta, "gamma_not_parameter": not_parameter}
 
 
-def expect_module_output(run, expected, x, gamma, eps, tol, d_model):
-    """A forward-only module check: the output is right (the given gamma may fail to load only when that does
-    not change the output, e.g. an extra beta that stays zero)."""
-    expect_module_matches(run, {"outputs": expected}, tol, "RMSNorm", variants=lambda: formula_variants(x, gamma, eps),
-                          hint=output_property(x, gamma, eps, tol), keys=key_mistakes(d_model), unloaded_ok=True)
+def expect_module_output(student, init_args: tuple, init_kwargs: dict, x, gamma, eps, tol, dtype=None):
+    """A forward-only module check of RMSNorm(*init_args, **init_kwargs) loaded with `gamma` (in `dtype` when given):
+    the output is right (the given gamma may fail to load only when that does not change the output, e.g. an extra
+    beta that stays zero)."""
+    expect_module(student, ref, "RMSNorm", init_args, init_kwargs, weights={"gamma": gamma}, args=(x,), dtype=dtype,
+                  tol=tol, variants=lambda: formula_variants(x, gamma, eps), hint=localise_output(x, gamma, eps, tol),
+                  keys=key_mistakes(init_args[0]), unloaded_ok=True)
 
 
 # --- rmsnorm_hand ---------------------------------------------------------------------------------
 
 
-def hand_output_property(student, inputs: dict, right: dict):
+def localise_hand_output(student, inputs: dict, right: dict):
     """hint(actual, expected): is the wrong output x / rms · gamma with the student's own rms? Is their rms right?"""
     def hint(actual, expected) -> str:
         if not (isinstance(actual, (list, tuple)) and len(actual) == len(inputs["x"]) and all(map(is_number, actual))):
@@ -166,7 +168,7 @@ def test_hand_output(student, hand):
     inputs, right, slips = hand
     expect_numbers(student.variable("output"), right["output"], "output",
                    variants=[(name, answer["output"]) for name, answer in slips.items()],
-                   hint=hand_output_property(student, inputs, right))
+                   hint=localise_hand_output(student, inputs, right))
 
 
 # --- rmsnorm_function -----------------------------------------------------------------------------
@@ -177,7 +179,7 @@ def test_function_float64_batched(student, small_x64, gamma64):
     """rms_norm 在 float64、多个 batch 维、小尺度输入上与参考实现一致"""
     expect_close(student.call("rms_norm", small_x64, gamma64, 1e-6), ref.rms_norm(small_x64, gamma64, 1e-6), F64,
                  variants=lambda: formula_variants(small_x64, gamma64, 1e-6),
-                 hint=output_property(small_x64, gamma64, 1e-6, F64, student))
+                 hint=localise_output(small_x64, gamma64, 1e-6, F64, student))
 
 
 @check("rmsnorm_function", points=0.5)
@@ -192,7 +194,7 @@ def test_function_uses_eps_argument(student, small_x64, gamma64):
     """rms_norm 使用传入的 eps（eps = 1e-3，在根号里面）"""
     expect_close(student.call("rms_norm", small_x64, gamma64, eps=1e-3), ref.rms_norm(small_x64, gamma64, eps=1e-3),
                  F64, variants=lambda: formula_variants(small_x64, gamma64, 1e-3),
-                 hint=output_property(small_x64, gamma64, 1e-3, F64))
+                 hint=localise_output(small_x64, gamma64, 1e-3, F64))
 
 
 @check("rmsnorm_function", points=1)
@@ -201,7 +203,7 @@ def test_function_float32_default_eps(student, rng):
     x = 3 * torch.randn(2, 7, 32, generator=rng)
     gamma = 0.5 + torch.rand(32, generator=rng)
     expect_close(student.call("rms_norm", x, gamma), ref.rms_norm(x, gamma), F32,
-                 variants=lambda: formula_variants(x, gamma, 1e-6), hint=output_property(x, gamma, 1e-6, F32))
+                 variants=lambda: formula_variants(x, gamma, 1e-6), hint=localise_output(x, gamma, 1e-6, F32))
 
 
 @check("rmsnorm_function", points=0.5)
@@ -210,7 +212,7 @@ def test_function_single_vector(student, rng):
     x = torch.randn(10, generator=rng, dtype=torch.float64)
     gamma = 0.5 + torch.rand(10, generator=rng, dtype=torch.float64)
     expect_close(student.call("rms_norm", x, gamma, 1e-6), ref.rms_norm(x, gamma, 1e-6), F64,
-                 variants=lambda: formula_variants(x, gamma, 1e-6), hint=output_property(x, gamma, 1e-6, F64))
+                 variants=lambda: formula_variants(x, gamma, 1e-6), hint=localise_output(x, gamma, 1e-6, F64))
 
 
 # --- rmsnorm_module -------------------------------------------------------------------------------
@@ -241,24 +243,17 @@ def test_module_parameters(student, rng):
 def test_module_forward_backward_float64(student, small_x64, gamma64, rng):
     """加载给定的 gamma 后，forward 输出、输入的梯度和 gamma 的梯度都与参考实现一致（float64）"""
     grad = torch.randn(small_x64.shape, generator=rng, dtype=torch.float64)
-    expected = run_reference(reference_with(ref.RMSNorm(24), {"gamma": gamma64}, torch.float64), (small_x64,),
-                             grad_outputs=[grad], requires_grad=[0])
-    run = student.module("RMSNorm", (24,), state_dict={"gamma": gamma64}, dtype=torch.float64, method="forward",
-                         args=(small_x64,), grad_outputs=[grad], requires_grad=[0])
-    expect_module_matches(run, expected, F64, "RMSNorm", variants=lambda: formula_variants(small_x64, gamma64, 1e-6),
-                          hint=output_property(small_x64, gamma64, 1e-6, F64), keys=key_mistakes(24))
+    expect_module(student, ref, "RMSNorm", (24,), weights={"gamma": gamma64}, args=(small_x64,), dtype=torch.float64,
+                  grad_outputs=[grad], requires_grad=[0], tol=F64,
+                  variants=lambda: formula_variants(small_x64, gamma64, 1e-6),
+                  hint=localise_output(small_x64, gamma64, 1e-6, F64), keys=key_mistakes(24))
 
 
 @check("rmsnorm_module", points=0.5)
 def test_module_float64_precision(student, small_x64, gamma64):
     """RMSNorm 对 float64 输入全程用 float64 计算：forward 与参考实现一致到 float64 的精度"""
-    reference = reference_with(ref.RMSNorm(24), {"gamma": gamma64}, torch.float64)
-    run = student.module("RMSNorm", (24,), state_dict={"gamma": gamma64}, dtype=torch.float64, method="forward",
-                         args=(small_x64,))
-    expect_weights_loaded(run, "RMSNorm", keys=key_mistakes(24))
-    with torch.no_grad():
-        expected = reference(small_x64)
-    expect_float64_precision(run.outputs, expected, "RMSNorm 的输出")
+    expect_module_precision(student, ref, "RMSNorm", (24,), weights={"gamma": gamma64}, args=(small_x64,),
+                            what="RMSNorm 的输出", keys=key_mistakes(24))
 
 
 @check("rmsnorm_module", points=1)
@@ -266,17 +261,10 @@ def test_module_forward_float32(student, rng):
     """RMSNorm 在 float32 下 forward 与参考实现一致（默认 eps）"""
     x = 2 * torch.randn(4, 3, 16, generator=rng)
     gamma = 0.5 + torch.rand(16, generator=rng)
-    run = student.module("RMSNorm", (16,), state_dict={"gamma": gamma}, method="forward", args=(x,))
-    with torch.no_grad():
-        expected = reference_with(ref.RMSNorm(16), {"gamma": gamma})(x)
-    expect_module_output(run, expected, x, gamma, 1e-6, F32, 16)
+    expect_module_output(student, (16,), {}, x, gamma, 1e-6, F32)
 
 
 @check("rmsnorm_module", points=0.5)
 def test_module_uses_eps_argument(student, small_x64, gamma64):
     """RMSNorm(d_model, eps=1e-3) 在 forward 里使用构造时传入的 eps（float64，小尺度输入）"""
-    run = student.module("RMSNorm", (24,), {"eps": 1e-3}, state_dict={"gamma": gamma64}, dtype=torch.float64,
-                         method="forward", args=(small_x64,))
-    with torch.no_grad():
-        expected = reference_with(ref.RMSNorm(24, eps=1e-3), {"gamma": gamma64}, torch.float64)(small_x64)
-    expect_module_output(run, expected, small_x64, gamma64, 1e-3, F64, 24)
+    expect_module_output(student, (24,), {"eps": 1e-3}, small_x64, gamma64, 1e-3, F64, torch.float64)

@@ -134,7 +134,7 @@ def loosened(tol: Tol) -> Tol:
     return Tol(max(tol.rtol, F32_LEVEL.rtol), max(tol.atol, F32_LEVEL.atol))
 
 
-def table_hint(result, expected) -> str | None:
+def localise_table(result, expected) -> str | None:
     """Properties of a wrong table: cos² + sin² = 1, position 0 is angle 0, pair 0 has frequency 1."""
     shape = tuple(expected[0].shape)
     if not all(is_float_tensor(t, shape) for t in result):
@@ -159,7 +159,7 @@ def expect_table(result, dim, seq_len, theta, dtype, tol):
     for i, name in enumerate(("cos", "sin")):
         expect_close(result[i], expected[i], tol, f"返回的 {name} ", match_tol=loosened(tol),
                      variants=lambda: table_variants(dim, seq_len, theta, expected), evidence=(tuple(result), expected),
-                     hint=lambda actual, right: table_hint(result, expected))
+                     hint=lambda actual, right: localise_table(result, expected))
 
 
 @check("rope_freqs", points=0.5)
@@ -232,7 +232,7 @@ def apply_variants(x, cos, sin, expected) -> list:
     return candidates
 
 
-def apply_hint(actual, x, expected) -> str | None:
+def localise_apply(actual, x, expected) -> str | None:
     """Properties of a wrong rotation: the norm of each position's vector is kept, position 0 is unchanged."""
     if not is_float_tensor(actual, tuple(x.shape)):
         return None
@@ -260,7 +260,7 @@ def apply_check(student, rng, shape, dtype, tol, x_dtype=None):
     expect_close(student.call("apply_rotary_emb", x, cos, sin), expected, tol,
                  match_tol=Tol(1e-2, 1e-2) if half_type else loosened(tol),
                  variants=lambda: apply_variants(x, cos, sin, expected),
-                 hint=lambda actual, right: apply_hint(actual, x, expected))
+                 hint=lambda actual, right: localise_apply(actual, x, expected))
 
 
 @check("rope_apply", points=1)
@@ -374,7 +374,7 @@ def reversed_rotation(student, q, d, n, theta_kw, cos, sin):
     return name
 
 
-def score_hint(student, actual, expected, q, k, pos_q, pos_k, theta_kw) -> str | None:
+def localise_score(student, actual, expected, q, k, pos_q, pos_k, theta_kw) -> str | None:
     """Properties of a wrong score: equal positions give q·k; shifting both positions keeps the score."""
     if not is_float_tensor(actual, tuple(expected.shape)):
         return None
@@ -411,7 +411,7 @@ def score_check(student, rng, pairs, theta=None):
         actuals.append(actual)
         expect_close(actual, right, F64, "rope_score 的返回值", match_tol=LOOSE, evidence=every_pair,
                      variants=lambda: score_variants(student, pairs, q, k, theta or 10000.0),
-                     hint=lambda actual, right, pos_q=pos_q, pos_k=pos_k: score_hint(
+                     hint=lambda actual, right, pos_q=pos_q, pos_k=pos_k: localise_score(
                          student, actual, right, q, k, pos_q, pos_k, theta_kw))
 
 

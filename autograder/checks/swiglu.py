@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from autograder.catalogue.swiglu import VARIANTS  # noqa: F401 (VARIANTS: the plugin reads the module's catalogue)
 from autograder.checks import (
     F32, F64, CheckFailed, attempt, check, expect_close, expect_equal, expect_float64_precision,
-    expect_ints, expect_module_matches, expect_parameters, expect_weights_loaded, is_float_tensor, randint,
-    random_weights, reference_with, run_reference, same_values,
+    expect_ints, expect_module, expect_module_precision, expect_parameters, is_float_tensor, randint,
+    random_weights, same_values,
 )
 from autograder.checks.probes import describe_value
 from solutions import swiglu as ref
@@ -65,7 +65,7 @@ def _swish_variants(a: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
     return candidates
 
 
-def _swish_hint(a: torch.Tensor, tol):
+def localise_swish(a: torch.Tensor, tol):
     """hint(actual, expected): where swish goes wrong: only on large |a|, only on a < 0, only on a > 0."""
     def hint(actual, expected) -> str | None:
         if not is_float_tensor(actual, a.shape, finite=False):
@@ -86,7 +86,7 @@ def _swish_hint(a: torch.Tensor, tol):
 
 
 def _expect_swish(actual, a: torch.Tensor, tol):
-    expect_close(actual, ref.swish(a), tol, variants=lambda: _swish_variants(a), hint=_swish_hint(a, tol))
+    expect_close(actual, ref.swish(a), tol, variants=lambda: _swish_variants(a), hint=localise_swish(a, tol))
 
 
 @check("swish", points=0.5)
@@ -219,17 +219,13 @@ def _weights(rng, d_model: int, d_ff: int, dtype) -> dict:
             **random_weights(rng, {"W_up.weight": (d_ff, d_model), "W_down.weight": (d_model, d_ff)}, dtype)}
 
 
-def _reference(d_model: int, d_ff: int, state: dict, dtype) -> torch.nn.Module:
-    return reference_with(ref.FeedForward_SwiGLU(d_model, d_ff), state, dtype)
-
-
 def _forward(student, d_model: int, d_ff: int, state: dict, x: torch.Tensor):
     run = attempt(student.module, "FeedForward_SwiGLU", (d_model, d_ff), state_dict=state, dtype=x.dtype,
                   method="forward", args=(x,))
     return run.outputs if run is not None and is_float_tensor(run.outputs, x.shape, finite=False) else None
 
 
-def _module_hint(student, x, state, d_model: int, d_ff: int, tol):
+def localise_module(student, x, state, d_model: int, d_ff: int, tol):
     """hint(outputs, expected): the forward is wrong and no variant matched: which property of the SwiGLU FFN does
     it break?"""
     def hint(outputs, _expected) -> str | None:
@@ -275,9 +271,12 @@ def _module_hint(student, x, state, d_model: int, d_ff: int, tol):
     return hint
 
 
-def _expect_module(student, run, expected: dict, x, state, d_model: int, d_ff: int, tol):
-    expect_module_matches(run, expected, tol, "FeedForward_SwiGLU", variants=lambda: _ffn_variants(x, state),
-                          hint=_module_hint(student, x, state, d_model, d_ff, tol), keys=key_mistakes(d_model))
+def expect_ffn(student, x, state: dict, d_model: int, d_ff: int, tol, dtype=None, **backward):
+    """The module round trip of FeedForward_SwiGLU(d_model, d_ff) with `state` on `x` (`backward`: grad_outputs and
+    requires_grad), diagnosed."""
+    expect_module(student, ref, "FeedForward_SwiGLU", (d_model, d_ff), weights=state, args=(x,), dtype=dtype, tol=tol,
+                  variants=lambda: _ffn_variants(x, state), hint=localise_module(student, x, state, d_model, d_ff, tol),
+                  keys=key_mistakes(d_model), **backward)
 
 
 @check("swiglu_module", points=0.5)
@@ -325,12 +324,8 @@ def test_module_float64_precision(student, rng):
     d_model, d_ff = 12, 40
     state = _weights(rng, d_model, d_ff, torch.float64)
     x = torch.randn(3, 5, d_model, generator=rng, dtype=torch.float64)
-    run = student.module("FeedForward_SwiGLU", (d_model, d_ff), state_dict=state, dtype=torch.float64,
-                         method="forward", args=(x,))
-    expect_weights_loaded(run, "FeedForward_SwiGLU", keys=key_mistakes(d_model))
-    with torch.no_grad():
-        expected = _reference(d_model, d_ff, state, torch.float64)(x)
-    expect_float64_precision(run.outputs, expected, "FeedForward_SwiGLU 的输出")
+    expect_module_precision(student, ref, "FeedForward_SwiGLU", (d_model, d_ff), weights=state, args=(x,),
+                            what="FeedForward_SwiGLU 的输出", keys=key_mistakes(d_model))
 
 
 @check("swiglu_module", points=1.5)
@@ -340,11 +335,7 @@ def test_module_forward_backward_float64(student, rng):
     state = _weights(rng, d_model, d_ff, torch.float64)
     x = torch.randn(3, 5, d_model, generator=rng, dtype=torch.float64)
     grad = torch.randn(3, 5, d_model, generator=rng, dtype=torch.float64)
-    expected = run_reference(_reference(d_model, d_ff, state, torch.float64), (x,), grad_outputs=[grad],
-                             requires_grad=[0])
-    run = student.module("FeedForward_SwiGLU", (d_model, d_ff), state_dict=state, dtype=torch.float64,
-                         method="forward", args=(x,), grad_outputs=[grad], requires_grad=[0])
-    _expect_module(student, run, expected, x, state, d_model, d_ff, F64)
+    expect_ffn(student, x, state, d_model, d_ff, F64, torch.float64, grad_outputs=[grad], requires_grad=[0])
 
 
 @check("swiglu_module", points=1)
@@ -353,10 +344,7 @@ def test_module_forward_float32(student, rng):
     d_model, d_ff = 16, 56
     state = _weights(rng, d_model, d_ff, torch.float32)
     x = torch.randn(2, 3, 5, d_model, generator=rng)
-    run = student.module("FeedForward_SwiGLU", (d_model, d_ff), state_dict=state, method="forward", args=(x,))
-    with torch.no_grad():
-        expected = _reference(d_model, d_ff, state, torch.float32)(x)
-    _expect_module(student, run, {"outputs": expected}, x, state, d_model, d_ff, F32)
+    expect_ffn(student, x, state, d_model, d_ff, F32)
 
 
 # --- swiglu_params --------------------------------------------------------------------------------
