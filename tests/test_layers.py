@@ -131,3 +131,29 @@ def test_the_checks_find_what_they_are_for():
     assert any(layer_of(b) > layer_of(a) for a, bs in edges.items() for b in bs)
     edges["autograder.engine"].add("autograder.jobs.worker")
     assert ["autograder.engine", "autograder.jobs.worker"] in cycles(edges)
+
+
+MAX_FUNCTION_LINES = 80  # from the first statement of the body, the docstring left out (a signature never counts)
+
+
+def long_functions(text: str, where: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                body = body[1:]
+            if body and node.end_lineno - body[0].lineno + 1 > MAX_FUNCTION_LINES:
+                found.append(f"{where}:{node.lineno} {node.name} ({node.end_lineno - body[0].lineno + 1} lines)")
+    return found
+
+
+def test_no_function_is_longer_than_80_lines():
+    found = [line for path in sorted(PACKAGE.rglob("*.py"))
+             for line in long_functions(path.read_text(encoding="utf-8"), str(path.relative_to(REPO_ROOT)))]
+    assert not found, "functions over 80 lines: " + "; ".join(found)
+    # the measure: 80 statements after a docstring pass, 81 do not, however long the signature
+    signature = "def f(\n" + "    a=1,\n" * 30 + "):\n    \"\"\"doc\n    more doc\"\"\"\n"
+    assert long_functions(signature + "    x = 1\n" * 80, "t") == []
+    assert long_functions(signature + "    x = 1\n" * 81, "t") == ["t:1 f (81 lines)"]
