@@ -144,6 +144,24 @@ def test_selftest_shows_progress(monkeypatch):
 
 
 @pytest.mark.slow
+def _sigint_as_from_a_shell():
+    """In the child, before exec: SIGINT at its default, as an interactive shell starts a command. pytest-xdist's
+    workers ignore SIGINT, and an ignored signal stays ignored across exec: Python then installs no handler of
+    its own (a run started that way, like one under nohup, is not Ctrl-C's to stop)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _ignores_sigint(pid: int) -> bool:
+    import signal
+
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGINT - 1) & 1)
+    raise AssertionError(f"no SigIgn line for {pid}")
+
+
 def test_ctrl_c_keeps_what_was_graded_and_says_how_to_go_on_with_progress_in_the_log(tmp_path):
     """One small real run into a log file (not a terminal): progress lines every 0.5 s; Ctrl-C (SIGINT to the
     run's process group, as a terminal sends it) while the last submission sleeps in a cell: exit 130, one line
@@ -175,8 +193,9 @@ def test_ctrl_c_keeps_what_was_graded_and_says_how_to_go_on_with_progress_in_the
         proc = subprocess.Popen([sys.executable, "-m", "autograder.cli", "grade", "rmsnorm", "--submissions", str(sub),
                                  "--out", str(out), "--workers", "1", "--cell-timeout", "200", "--probe-timeout", "8",
                                  "--progress-interval", "0.5"], env=env, stdout=stdout, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+                                text=True, start_new_session=True, preexec_fn=_sigint_as_from_a_shell)
     try:
+        assert not _ignores_sigint(proc.pid)  # as a terminal starts it: Ctrl-C is not ignored
         deadline = time.monotonic() + 300
         while "grading: 2/3 done" not in log.read_text() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.2)
