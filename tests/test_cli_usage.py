@@ -145,9 +145,11 @@ def test_selftest_shows_progress(monkeypatch):
 
 @pytest.mark.slow
 def _sigint_as_from_a_shell():
-    """In the child, before exec: SIGINT at its default, as an interactive shell starts a command. pytest-xdist's
-    workers ignore SIGINT, and an ignored signal stays ignored across exec: Python then installs no handler of
-    its own (a run started that way, like one under nohup, is not Ctrl-C's to stop)."""
+    """In the child, before exec: SIGINT at its default, as an interactive shell starts a command. A suite
+    started in the background of a shell without job control (`bash .ci/run &`, a CI runner) has SIGINT ignored,
+    and an ignored signal stays ignored across exec: Python then installs no handler of its own, and the run
+    (rightly: like one under nohup, it is not Ctrl-C's to stop) waits for the sleeping cell. Whether it did
+    depended on whether an earlier test in the same worker had put Python's handler back."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
