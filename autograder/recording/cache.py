@@ -13,15 +13,23 @@ from pathlib import Path
 
 from autograder import REPO_ROOT, __version__
 
-# What decides a score, besides the notebook: the checks, the references, the source notebook (points),
-# and the engine that runs them. Reports and exports are not here: `autograde report` re-renders those.
+# What decides a score, besides the notebook: the checks and the mistake catalogue they name mistakes from, the
+# references and their hand computations, the source notebook (points), and the engine and sandbox that run them
+# (every file the sandbox runs: the fork server and what it imports, environment.RUNNER_FILES). Reports and exports
+# are not here: `autograde report` re-renders those. tests/test_regrade_cache_code.py: every module the grading
+# imports is matched here or named in NOT_GRADING_CODE with why it decides no score.
 GRADING_CODE = (
-    "autograder/checks/*.py", "autograder/engine.py", "autograder/running/notebook_run.py",
-    "autograder/intake/reading.py", "autograder/intake/skipping.py", "autograder/assignments.py", "autograder/course.py",
-    "autograder/results.py", "autograder/running/sandbox/runner.py", "autograder/running/sandbox/wire.py",
-    "autograder/running/sandbox/process.py", "autograder/running/sandbox/tiers.py", "autograder/running/sandbox/reply.py",
-    "autograder/intake/validate.py", "solutions/*.py",
+    "autograder/checks/*.py", "autograder/catalogue/*.py", "autograder/engine.py", "autograder/running/*.py",
+    "autograder/running/sandbox/*.py", "autograder/intake/reading.py", "autograder/intake/skipping.py",
+    "autograder/intake/validate.py", "autograder/assignments.py", "autograder/course.py", "autograder/results.py",
+    "solutions/*.py", "solutions/hand/*.py",
 )
+
+# Modules the grading imports that decide no score, and why (the test above fails on one missing from both).
+NOT_GRADING_CODE = {
+    "autograder/__init__.py": "the version and the repository root; the version is in the key as a setting",
+    "autograder/intake/__init__.py": "the package's docstring",
+}
 
 
 @lru_cache(maxsize=None)
