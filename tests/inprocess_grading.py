@@ -1,7 +1,7 @@
 """Grade the examples (autograder/examples/) in this process, without a sandbox or a kernel: for the tests that need
 every example graded fast (tests/test_diagnosis_coverage.py).
 
-The notebook's graded cells run in the sandbox runner's own namespace (autograder.running.sandbox.runner.Runner, in
+The notebook's graded cells run in the sandbox runner's own namespace (autograder.running.sandbox.probe_server.Runner, in
 this process), and each probe goes through the wire and the reply's schema as in the sandbox (requests and replies
 encoded and parsed), so the checks get what they get from a sandbox. Only for the course's own notebooks: nothing
 here confines the code it runs.
@@ -49,7 +49,7 @@ class InProcessRun:
 
         import torch
 
-        from autograder.running.sandbox import runner, wire
+        from autograder.running.sandbox import probe_server as runner, wire
 
         self.cells, self.limits, self.exhausted = cells, limits, False
         self._runner_module, self._wire = runner, wire
@@ -83,7 +83,7 @@ class InProcessRun:
         except runner.Timeout:
             reply.update(ok=False, error={"type": "Timeout", "message": "", "traceback": ""})
         except BaseException as exc:  # the student's code raised: what the runner replies
-            reply.update(ok=False, error=runner._describe(exc))
+            reply.update(ok=False, error=runner.describe(exc))
         finally:
             runner._restore(vars(runner.builtins), snapshot)
         try:

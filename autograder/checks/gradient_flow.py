@@ -227,7 +227,7 @@ def check_stack_module(student, class_name: str, d_model: int, num_layers: int, 
 
 
 class _ProbeNet(nn.Module):
-    """The sandbox's probe net (autograder.running.sandbox.runner.Runner.probe_net), rebuilt here for the expected values."""
+    """The sandbox's probe net (autograder.running.sandbox.probe_server.Runner.probe_net), rebuilt here for the expected values."""
 
     def __init__(self, d_model, num_layers):
         super().__init__()

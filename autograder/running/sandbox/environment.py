@@ -2,7 +2,8 @@
 
 Nothing of the course is in it: `solutions` and `autograder` are not importable there, and no path
 of the repository is on its sys.path. The sandbox runs `python -I -S runner.py`, and runner.py puts
-only the site folder (torch, numpy, matplotlib) and its own folder on sys.path.
+only the site folder (torch, numpy, matplotlib) and its own folder on sys.path. The files the sandbox
+runs (RUNNER_FILES): runner.py (the fork server), confinement.py, probe_server.py and wire.py.
 
 An unprivileged sandbox user can run neither a Python that lives under a private home (pyenv in
 a 0700 home) nor read packages there, so the default is Debian's /usr/bin/python3.11 with the site
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SANDBOX_PACKAGES = ("torch==2.13.0", "numpy", "matplotlib")
-RUNNER_FILES = ("runner.py", "wire.py")
+RUNNER_FILES = ("runner.py", "confinement.py", "probe_server.py", "wire.py")
 
 
 class SandboxEnvironmentError(Exception):
@@ -30,7 +31,7 @@ class SandboxEnvironmentError(Exception):
 class SandboxEnvironment:
     python: Path  # the interpreter that runs student code
     site: Path  # the folder holding torch and friends
-    runner_dir: Path  # the folder holding runner.py and wire.py
+    runner_dir: Path  # the folder holding the runner's files (RUNNER_FILES)
 
     @property
     def runner(self) -> Path:
@@ -56,7 +57,7 @@ def default_python() -> Path:
 
 
 def runner_version() -> str:
-    """A digest of runner.py and wire.py: checkouts with different runners on one machine don't share a copy."""
+    """A digest of the runner's files: checkouts with different runners on one machine don't share a copy."""
     here = Path(__file__).parent
     digest = hashlib.sha256()
     for name in RUNNER_FILES:
@@ -65,7 +66,7 @@ def runner_version() -> str:
 
 
 def runner_dir(site: Path | None = None) -> Path:
-    """A world-readable copy of runner.py and wire.py (the checkout itself may sit in a private home)."""
+    """A world-readable copy of the runner's files (the checkout itself may sit in a private home)."""
     return (site or default_site()).parent / "runner" / runner_version()
 
 

@@ -32,6 +32,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from autograder.running.sandbox.environment import RUNNER_FILES
+
 TIERS = ("bubblewrap", "landlock", "rlimits")
 
 PROTECTS = {
@@ -94,8 +96,8 @@ def bubblewrap_command(spec: LaunchSpec, root: bool) -> list[str]:
         "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
         "--symlink", "usr/bin", "/bin", "--perms", "0755", "--dir", "/sandbox",
         "--ro-bind", spec.site, "/sandbox/site",
-        "--ro-bind", os.path.join(spec.runner_dir, "runner.py"), "/sandbox/runner.py",
-        "--ro-bind", os.path.join(spec.runner_dir, "wire.py"), "/sandbox/wire.py",
+        *[arg for name in RUNNER_FILES
+          for arg in ("--ro-bind", os.path.join(spec.runner_dir, name), f"/sandbox/{name}")],
         "--proc", "/proc", "--dev", "/dev", "--size", str(64 * 1024**2), "--tmpfs", "/tmp", "--chdir", "/tmp",
         "--clearenv",
     ]
