@@ -3,9 +3,8 @@
     @check("rmsnorm_function", points=1)
     def test_function_uses_eps_argument(student, small_x64, gamma64):
         \"\"\"rms_norm 使用传入的 eps（eps = 1e-3，在根号里面）\"\"\"
-        expect_close(student.call("rms_norm", small_x64, gamma64, eps=1e-3), ref.rms_norm(small_x64, gamma64, eps=1e-3),
-                     F64, variants=lambda: formula_variants(small_x64, gamma64, 1e-3),
-                     hint=localise_output(small_x64, gamma64, 1e-3, F64))
+        expect_call(student, ref.rms_norm, (small_x64, gamma64), {"eps": 1e-3}, tol=F64, variants=formula_variants,
+                    hint=lambda x, gamma, eps: localise_output(x, gamma, eps, F64))
 
 The fixtures (`student`, `rng`, `hand_inputs`, ...) come from autograder.checks.plugin. The
 docstring's first line tells the student what the check verifies; an expectation that fails
@@ -28,6 +27,9 @@ The diagnosis is an argument of the comparison, never an `except CheckFailed` in
 - `keys`: for modules, a table of recognisers `{variant name: rule(ParamKeys) -> bool}` naming a mistake seen in
   the parameter names (expect_parameters, expect_weights_loaded); the same one-name rule.
 
+A function is compared by `expect_call(student, ref.f, args, kwargs, tol=, variants=, hint=)`: its inputs written
+once, the student's `f` and the reference called on them, and `variants` and `hint` computed from the same inputs
+(with the reference's defaults filled in); `expect_call_precision` is the part's float64 precision check of it.
 A module is compared by its round trip, `expect_module(student, ref, class_name, init_args, weights=, args=, ...,
 variants=, hint=, keys=)`: the reference and the student's module on the same weights, inputs and output gradients
 (module_round_trip), then expect_module_matches; the attention with slips shared by the assignments with an
@@ -39,6 +41,7 @@ name) leaves the comparison's own failure message to the student, names nothing,
 """
 
 import contextlib
+import inspect
 import math
 import traceback
 from collections.abc import Callable, Sequence
@@ -60,7 +63,7 @@ __all__ = [
     "expect_parameters", "attempt", "reference_with", "random_weights", "random_mask", "randn", "randint", "is_number",
     "close_number", "number_close", "values_close", "is_float_tensor", "int_close", "at_rounding_level", "weights_loaded", "expect_ints", "expect_equal",
     "take_diagnosis_crashes", "DIAGNOSIS_RAISED", "without_diagnosis", "module_round_trip", "expect_module",
-    "expect_module_precision",
+    "expect_module_precision", "expect_call", "expect_call_precision",
 ]
 
 
@@ -256,6 +259,35 @@ def expect_close(actual, expected: torch.Tensor, tol: Tol, what: str = "输出",
     except CheckFailed as failure:
         raise diagnosed(failure, actual, expected, variants, hint, lambda a, c: values_close(a, c, match_tol or tol),
                         at_rounding_level(actual, expected), evidence) from None
+
+
+def _inputs(reference: Callable, args: tuple, kwargs: dict | None) -> inspect.BoundArguments:
+    """`args` and `kwargs` bound to the reference's parameters, its defaults filled in (what the variants and the
+    hint are computed from: a check that leaves eps at its default gets the default's variants)."""
+    bound = inspect.signature(reference).bind(*args, **(kwargs or {}))
+    bound.apply_defaults()
+    return bound
+
+
+def expect_call(student, reference: Callable, args: tuple = (), kwargs: dict | None = None, *, tol: "Tol",
+                what: str = "输出", variants: Callable[..., list] | None = None, hint: Callable[..., HintArg] | None = None,
+                **options):
+    """The student's function named like `reference` and `reference` itself, called on the same inputs (written once),
+    compared by expect_close; `variants(*inputs)` and `hint(*inputs)` (a hint, see the module's docstring) get those
+    inputs with the reference's defaults filled in. `options`: expect_close's (match_tol, evidence, strict)."""
+    actual = student.call(reference.__name__, *args, **(kwargs or {}))
+    expected = reference(*args, **(kwargs or {}))
+    inputs = _inputs(reference, args, kwargs)
+    expect_close(actual, expected, tol, what,
+                 variants=None if variants is None else lambda: variants(*inputs.args, **inputs.kwargs),
+                 hint=None if hint is None else hint(*inputs.args, **inputs.kwargs), **options)
+
+
+def expect_call_precision(student, reference: Callable, args: tuple = (), kwargs: dict | None = None,
+                          what: str = "输出"):
+    """The part's precision check (expect_float64_precision) of the student's function named like `reference`."""
+    expect_float64_precision(student.call(reference.__name__, *args, **(kwargs or {})),
+                             reference(*args, **(kwargs or {})), what)
 
 
 def values_close(actual, candidate, tol: Tol) -> bool:

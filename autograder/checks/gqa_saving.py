@@ -20,7 +20,7 @@ import torch
 
 from autograder.catalogue.gqa_saving import VARIANTS  # noqa: F401 (VARIANTS: the plugin reads the module's catalogue)
 from autograder.checks import (
-    F32_ATTN, F64, ParamKeys, attempt, causal_mask, check, expect_close, expect_int, expect_module,
+    F32_ATTN, F64, ParamKeys, attempt, causal_mask, check, expect_call, expect_int, expect_module,
     expect_module_precision, expect_number, expect_parameters, expect_true, forward_args, is_number, match_variant,
     number_close, randint, randn, random_mask, random_weights, reference_with, same_values,
 )
@@ -212,9 +212,10 @@ def localise_repeat_kv(actual, x, n_rep: int) -> str | None:
 
 
 def expect_repeat_kv(student, x, n_rep: int, tol):
-    expect_close(student.call("repeat_kv", x, n_rep), ref.repeat_kv(x, n_rep), tol,
-                 variants=lambda: [(name, repeat_kv_variant(x, n_rep, name)) for name in ("mod_mapping", "repeat_wrong_dim")],
-                 hint=lambda actual, expected: localise_repeat_kv(actual, x, n_rep))
+    expect_call(student, ref.repeat_kv, (x, n_rep), tol=tol,
+                variants=lambda x, n_rep: [(name, repeat_kv_variant(x, n_rep, name))
+                                           for name in ("mod_mapping", "repeat_wrong_dim")],
+                hint=lambda x, n_rep: lambda actual, expected: localise_repeat_kv(actual, x, n_rep))
 
 
 @check("repeat_kv", points=1)

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from autograder.catalogue.llama_block import VARIANTS, ATTENTION_FAMILIES  # noqa: F401 (VARIANTS: the plugin reads the module's catalogue)
 from autograder.checks import (
-    F32_ATTN, F64, ParamKeys, Tol, at_rounding_level, attempt, causal_mask, check, expect_close, expect_module,
+    F32_ATTN, F64, ParamKeys, Tol, at_rounding_level, attempt, causal_mask, check, expect_call, expect_module,
     expect_module_precision, expect_number, expect_parameters, forward_args, is_float_tensor, randn, random_mask,
     random_weights, reference_with, weights_loaded,
 )
@@ -505,10 +505,9 @@ def test_block_float64_precision(student, rng):
 
 
 def expect_permuted(student, w, n_heads: int, d_head: int, tol: Tol):
-    expect_close(student.call("permute_for_rotate_half", w, n_heads, d_head), ref.permute_for_rotate_half(w, n_heads, d_head),
-                 tol, "重排后的权重",
-                 variants=lambda: [(slip, permute_variant(w, n_heads, d_head, slip))
-                                   for slip in ("inverse_permutation", "permute_across_heads")])
+    expect_call(student, ref.permute_for_rotate_half, (w, n_heads, d_head), tol=tol, what="重排后的权重",
+                variants=lambda w, n_heads, d_head: [(slip, permute_variant(w, n_heads, d_head, slip))
+                                                     for slip in ("inverse_permutation", "permute_across_heads")])
 
 
 @check("permute_rotate_half", points=1)

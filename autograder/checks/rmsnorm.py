@@ -18,7 +18,7 @@ import torch
 
 from autograder.catalogue.rmsnorm import VARIANTS  # noqa: F401 (VARIANTS: the plugin reads the module's catalogue)
 from autograder.checks import (
-    F32, F64, HAND, ParamKeys, Tol, attempt, check, close_number, expect_close, expect_float64_precision,
+    F32, F64, HAND, ParamKeys, Tol, attempt, check, close_number, expect_call, expect_call_precision,
     expect_module, expect_module_precision, expect_number, expect_numbers, expect_parameters, expect_true, is_number,
     same_values,
 )
@@ -177,24 +177,21 @@ def test_hand_output(student, hand):
 @check("rmsnorm_function", points=1)
 def test_function_float64_batched(student, small_x64, gamma64):
     """rms_norm 在 float64、多个 batch 维、小尺度输入上与参考实现一致"""
-    expect_close(student.call("rms_norm", small_x64, gamma64, 1e-6), ref.rms_norm(small_x64, gamma64, 1e-6), F64,
-                 variants=lambda: formula_variants(small_x64, gamma64, 1e-6),
-                 hint=localise_output(small_x64, gamma64, 1e-6, F64, student))
+    expect_call(student, ref.rms_norm, (small_x64, gamma64, 1e-6), tol=F64, variants=formula_variants,
+                hint=lambda x, gamma, eps: localise_output(x, gamma, eps, F64, student))
 
 
 @check("rmsnorm_function", points=0.5)
 def test_function_float64_precision(student, small_x64, gamma64):
     """rms_norm 对 float64 输入全程用 float64 计算：与参考实现一致到 float64 的精度"""
-    expect_float64_precision(student.call("rms_norm", small_x64, gamma64, 1e-6), ref.rms_norm(small_x64, gamma64, 1e-6),
-                             "rms_norm 的输出")
+    expect_call_precision(student, ref.rms_norm, (small_x64, gamma64, 1e-6), what="rms_norm 的输出")
 
 
 @check("rmsnorm_function", points=1)
 def test_function_uses_eps_argument(student, small_x64, gamma64):
     """rms_norm 使用传入的 eps（eps = 1e-3，在根号里面）"""
-    expect_close(student.call("rms_norm", small_x64, gamma64, eps=1e-3), ref.rms_norm(small_x64, gamma64, eps=1e-3),
-                 F64, variants=lambda: formula_variants(small_x64, gamma64, 1e-3),
-                 hint=localise_output(small_x64, gamma64, 1e-3, F64))
+    expect_call(student, ref.rms_norm, (small_x64, gamma64), {"eps": 1e-3}, tol=F64, variants=formula_variants,
+                hint=lambda x, gamma, eps: localise_output(x, gamma, eps, F64))
 
 
 @check("rmsnorm_function", points=1)
@@ -202,8 +199,8 @@ def test_function_float32_default_eps(student, rng):
     """rms_norm 在 float32、默认 eps 下与参考实现一致，输出仍是 float32"""
     x = 3 * torch.randn(2, 7, 32, generator=rng)
     gamma = 0.5 + torch.rand(32, generator=rng)
-    expect_close(student.call("rms_norm", x, gamma), ref.rms_norm(x, gamma), F32,
-                 variants=lambda: formula_variants(x, gamma, 1e-6), hint=localise_output(x, gamma, 1e-6, F32))
+    expect_call(student, ref.rms_norm, (x, gamma), tol=F32, variants=formula_variants,
+                hint=lambda x, gamma, eps: localise_output(x, gamma, eps, F32))
 
 
 @check("rmsnorm_function", points=0.5)
@@ -211,8 +208,8 @@ def test_function_single_vector(student, rng):
     """rms_norm 也适用于没有 batch 维的单个向量 [d]"""
     x = torch.randn(10, generator=rng, dtype=torch.float64)
     gamma = 0.5 + torch.rand(10, generator=rng, dtype=torch.float64)
-    expect_close(student.call("rms_norm", x, gamma, 1e-6), ref.rms_norm(x, gamma, 1e-6), F64,
-                 variants=lambda: formula_variants(x, gamma, 1e-6), hint=localise_output(x, gamma, 1e-6, F64))
+    expect_call(student, ref.rms_norm, (x, gamma, 1e-6), tol=F64, variants=formula_variants,
+                hint=lambda x, gamma, eps: localise_output(x, gamma, eps, F64))
 
 
 # --- rmsnorm_module -------------------------------------------------------------------------------

@@ -28,8 +28,8 @@ rotation; the relative-position invariance of the score (one extra probe, both p
 import torch
 
 from autograder.catalogue.rope import VARIANTS  # noqa: F401 (VARIANTS: the plugin reads the module's catalogue)
-from autograder.checks import (F32, F64, Tol, attempt, check, expect_close, expect_equal, expect_float64_precision,
-                               expect_true, is_float_tensor, same_values)
+from autograder.checks import (F32, F64, Tol, attempt, check, expect_call_precision, expect_close, expect_equal,
+                               expect_float64_precision, expect_true, is_float_tensor, same_values)
 from autograder.checks.probes import describe_value
 from solutions import rope as ref
 
@@ -295,7 +295,7 @@ def test_apply_float64_precision(student, rng):
     shape = (2, 3, randint(rng, 9, 40), 2 * randint(rng, 4, 12))
     x = 2 * torch.randn(shape, generator=rng, dtype=torch.float64)
     cos, sin = ref.precompute_rope_freqs(shape[-1], shape[-2], dtype=torch.float64)
-    expect_float64_precision(student.call("apply_rotary_emb", x, cos, sin), ref.apply_rotary_emb(x, cos, sin))
+    expect_call_precision(student, ref.apply_rotary_emb, (x, cos, sin))
 
 
 @check("rope_apply", points=0.5)
@@ -428,8 +428,7 @@ def test_score_float64_precision(student, rng):
     q = 1.5 * torch.randn(d, generator=rng, dtype=torch.float64)
     k = 1.5 * torch.randn(d, generator=rng, dtype=torch.float64)
     pos_q, pos_k = randint(rng, 30, 60), randint(rng, 0, 10)
-    expect_float64_precision(student.call("rope_score", q, k, pos_q, pos_k), ref.rope_score(q, k, pos_q, pos_k),
-                             "rope_score 的返回值")
+    expect_call_precision(student, ref.rope_score, (q, k, pos_q, pos_k), what="rope_score 的返回值")
 
 
 @check("rope_relative", points=0.5)

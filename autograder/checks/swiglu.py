@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from autograder.catalogue.swiglu import VARIANTS  # noqa: F401 (VARIANTS: the plugin reads the module's catalogue)
 from autograder.checks import (
-    F32, F64, CheckFailed, attempt, check, expect_close, expect_equal, expect_float64_precision,
+    F32, F64, CheckFailed, attempt, check, expect_close, expect_equal, expect_call_precision,
     expect_ints, expect_module, expect_module_precision, expect_parameters, is_float_tensor, randint,
     random_weights, same_values,
 )
@@ -93,7 +93,7 @@ def _expect_swish(actual, a: torch.Tensor, tol):
 def test_swish_float64_precision(student, rng):
     """swish 对 float64 输入全程用 float64 计算：与参考实现一致到 float64 的精度"""
     a = 3 * torch.randn(4, 7, generator=rng, dtype=torch.float64)
-    expect_float64_precision(student.call("swish", a), ref.swish(a), "swish 的输出")
+    expect_call_precision(student, ref.swish, (a,), what="swish 的输出")
 
 
 @check("swish", points=0.5)
