@@ -269,14 +269,19 @@ def _inputs(reference: Callable, args: tuple, kwargs: dict | None) -> inspect.Bo
     return bound
 
 
+def _called(student, reference: Callable, args: tuple, kwargs: dict | None) -> tuple:
+    """(the student's result, the reference's result) on the same inputs: the student's function of the reference's
+    name first, in the sandbox, then the reference here."""
+    return student.call(reference.__name__, *args, **(kwargs or {})), reference(*args, **(kwargs or {}))
+
+
 def expect_call(student, reference: Callable, args: tuple = (), kwargs: dict | None = None, *, tol: "Tol",
                 what: str = "输出", variants: Callable[..., list] | None = None, hint: Callable[..., HintArg] | None = None,
                 **options):
     """The student's function named like `reference` and `reference` itself, called on the same inputs (written once),
     compared by expect_close; `variants(*inputs)` and `hint(*inputs)` (a hint, see the module's docstring) get those
     inputs with the reference's defaults filled in. `options`: expect_close's (match_tol, evidence, strict)."""
-    actual = student.call(reference.__name__, *args, **(kwargs or {}))
-    expected = reference(*args, **(kwargs or {}))
+    actual, expected = _called(student, reference, args, kwargs)
     inputs = _inputs(reference, args, kwargs)
     expect_close(actual, expected, tol, what,
                  variants=None if variants is None else lambda: variants(*inputs.args, **inputs.kwargs),
@@ -286,8 +291,7 @@ def expect_call(student, reference: Callable, args: tuple = (), kwargs: dict | N
 def expect_call_precision(student, reference: Callable, args: tuple = (), kwargs: dict | None = None,
                           what: str = "输出"):
     """The part's precision check (expect_float64_precision) of the student's function named like `reference`."""
-    expect_float64_precision(student.call(reference.__name__, *args, **(kwargs or {})),
-                             reference(*args, **(kwargs or {})), what)
+    expect_float64_precision(*_called(student, reference, args, kwargs), what)
 
 
 def values_close(actual, candidate, tol: Tol) -> bool:
