@@ -159,7 +159,7 @@ class Grader:
         except (ZygoteError, tiers.SandboxUnavailable, environment.SandboxEnvironmentError):
             raise  # the sandbox itself cannot run here: the run's failure, not this submission's
         except Exception as exc:  # a bug of ours, or data we did not foresee: this submission's error
-            seed = student_seed(self.secret, assignment.id, submission.student_id)
+            seed = student_seed(submission.secret or self.secret, assignment.id, submission.student_id)
             if isinstance(exc, MemoryError):  # the grading process's own memory limit (jobs.worker.limit_memory)
                 message = ("这份提交无法评分：评它时评分进程的内存超出了限制（你的代码返回的数据太大？），请联系老师 "
                            "(grader error: MemoryError: the grading process's memory limit was reached)")
@@ -177,7 +177,7 @@ class Grader:
         result stands (autograder.intake.skipping): skipping costs time, never points."""
         started = time.monotonic()
         deadline = started + self.options.limits.submission_timeout
-        seed = student_seed(self.secret, assignment.id, submission.student_id)
+        seed = student_seed(submission.secret or self.secret, assignment.id, submission.student_id)
         try:
             prepared = prepare(submission.notebook, assignment, self.options.run_all_cells)
         except UnreadableNotebook as exc:

@@ -271,7 +271,8 @@ class _LocalPool:
         worker.pending.append(i)  # if it cannot be sent, the worker is gone: its death puts the job back
         try:
             worker.send(json.dumps({"i": i, "notebook": str(s.notebook), "assignment_id": s.assignment_id,
-                                    "student_id": s.student_id, "recording": s.recording}))
+                                    "student_id": s.student_id, "recording": s.recording,
+                                    **({"secret": s.secret.hex()} if s.secret else {})}))
         except BrokenPipeError:
             worker.finish()
 
@@ -341,7 +342,7 @@ def _worker_died(submission: "Submission", options: "GradingOptions", code: int 
     from autograder.course import course_secret, student_seed
     from autograder.engine import failed_result
 
-    seed = student_seed(options.secret or course_secret(options.root), submission.assignment_id,
+    seed = student_seed(submission.secret or options.secret or course_secret(options.root), submission.assignment_id,
                         submission.student_id)
     default_why = ("the grading worker process died twice while grading this submission, the second time alone; "
                    f"exit code {code}")
@@ -419,4 +420,4 @@ def _job(submission: "Submission") -> dict:
         content = None  # a link, a special file, too big: the worker sees an unopenable file, as here
     return {"notebook": str(submission.notebook), "name": submission.notebook.name, "content": content,
             "assignment_id": submission.assignment_id, "student_id": submission.student_id,
-            "recording": submission.recording}
+            "recording": submission.recording, **({"secret": submission.secret.hex()} if submission.secret else {})}

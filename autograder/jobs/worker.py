@@ -88,7 +88,8 @@ def serve(jobs_fd: int, results_fd: int) -> int:
             indices.append(job["i"])
             recordings[job["i"]] = job.get("recording")
             send({"op": "started", "i": job["i"]})  # if this process dies now, this job is the one to blame
-            yield Submission(Path(job["notebook"]), job["assignment_id"], job["student_id"])
+            yield Submission(Path(job["notebook"]), job["assignment_id"], job["student_id"],
+                             secret=bytes.fromhex(job["secret"]) if job.get("secret") else None)
 
     def on_result(result: SubmissionResult) -> None:
         i = indices.pop(0)
@@ -144,7 +145,8 @@ def grade_chunk(jobs: list[dict], payload: dict, memory_limit: int | None = None
                 path.symlink_to("/nonexistent")
             else:
                 path.write_bytes(job["content"])
-            submissions.append(Submission(path, job["assignment_id"], job["student_id"]))
+            submissions.append(Submission(path, job["assignment_id"], job["student_id"],
+                                          secret=bytes.fromhex(job["secret"]) if job.get("secret") else None))
         results = grade_batch(submissions, options, grader=grader)
     out, rendered = [], []
     for job, result in zip(jobs, results, strict=True):

@@ -25,6 +25,9 @@ class Submission:
     assignment_id: str
     student_id: str
     recording: dict | None = None  # RecordingFacts as a dict: finish and render the result where it is graded
+    # the secret its hidden inputs are drawn with, in place of the run's (GradingOptions.secret): the practice
+    # attempts of the students' service (autograder.service.practice); None for every submission of a final grading
+    secret: bytes | None = None
 
 
 def options_to_payload(options: GradingOptions) -> dict:
