@@ -243,8 +243,9 @@ def _handin_view(result: SubmissionResult) -> dict | None:
     }
 
 
-def render_report(result: SubmissionResult, now: datetime | None = None) -> str:
-    """One student's report for one assignment: a self-contained HTML page in Chinese.
+def render_report(result: SubmissionResult, now: datetime | None = None, practice: list[str] | None = None) -> str:
+    """One student's report for one assignment: a self-contained HTML page in Chinese; `practice`: the lines that
+    mark it as a practice attempt's (autograder.service.feedback), shown above everything else.
 
     The right hand answers (for the student's own numbers) are shown only when the course allows it
     (c.Autograde.show_hand_answers_after_due, kept in the hand-in record) and `now` (default: the present) is after
@@ -272,7 +273,7 @@ def render_report(result: SubmissionResult, now: datetime | None = None) -> str:
     return _env.get_template("report.html.j2").render(
         r=result, title=info.title, parts=parts, hand=hand, extra_written=extra_written, failed_cells=failed_cells,
         cells_omitted=omitted, failed_count=len(failed_cells) + omitted,
-        error=error, score=fmt_points(result.final_score), max_score=fmt_points(result.max_score),
+        error=error, score=fmt_points(result.final_score), max_score=fmt_points(result.max_score), practice=practice,
         score_class=_score_class(result.final_score, result.max_score, error), handin=_handin_view(result),
         pending=fmt_points(result.pending_points) if result.pending_points and not error else "",
         notebook=PurePath(result.notebook).name if result.notebook else "",
