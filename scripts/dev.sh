@@ -22,10 +22,11 @@ setup() {
     [ -x "$VENV/bin/python" ] || "$python" -m venv "$VENV"
     # torch first, pinned: the CPU build 2.13.0; everything after it is installed with the constraints file
     # that pins it (environment/constraints.txt), so nothing that depends on torch can replace it; the test
-    # extra brings transformers==5.23.0 (only tests/test_llama_cross_check.py imports it)
+    # extra brings transformers==5.23.0 (only tests/test_llama_cross_check.py imports it); the service extra brings
+    # jupyterhub==5.4.6 (`autograde serve` and tests/hub.py)
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check torch==2.13.0
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c environment/constraints.txt \
-        -e ".[test,dask]"
+        -e ".[test,dask,service]"
     export PATH="$PWD/$VENV/bin:$PATH"  # nbgrader runs `alembic` from PATH
     # the sandbox: bubblewrap from Debian, and its own torch-only Python environment
     if ! command -v bwrap >/dev/null; then
@@ -36,6 +37,7 @@ setup() {
         fi
     fi
     browser
+    hub_proxy
     autograde sandbox-setup
     student_tools
     student_wheelhouse
@@ -71,6 +73,28 @@ browser() {
     else
         echo "warning: ${missing[*]} not installed (sudo apt-get install $BROWSER_PACKAGES); the browser tests skip" >&2
     fi
+}
+
+# The hub tests (tests/hub.py) start a real JupyterHub, and JupyterHub's proxy is a Node program that pip does not
+# install: configurable-http-proxy, exactly this version, from npm into .hub-proxy/ (git-ignored; tests/hub.py runs
+# .hub-proxy/node_modules/.bin/configurable-http-proxy). The machine's node and npm as they are (the proxy asks for
+# Node >= 10); without npm a warning and the hub tests skip (.ci/run sets AUTOGRADE_REQUIRE_HUB=1: they fail there).
+# Idempotent: nothing to do when the installed proxy reports this version.
+HUB_PROXY_VERSION=4.6.3
+HUB_PROXY=.hub-proxy
+hub_proxy() {
+    local bin="$HUB_PROXY/node_modules/.bin/configurable-http-proxy"
+    if [ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null)" = "$HUB_PROXY_VERSION" ]; then
+        return 0
+    fi
+    if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
+        echo "warning: node/npm not installed; configurable-http-proxy@$HUB_PROXY_VERSION is missing and the hub tests skip" >&2
+        return 0
+    fi
+    # --no-save: no package.json or lock file is written into .hub-proxy/ (the version is pinned here)
+    npm install --prefix "$HUB_PROXY" --no-audit --no-fund --no-save --loglevel=error \
+        "configurable-http-proxy@$HUB_PROXY_VERSION" >/dev/null
+    [ "$("$bin" --version)" = "$HUB_PROXY_VERSION" ] || { echo "error: $bin is not version $HUB_PROXY_VERSION" >&2; exit 1; }
 }
 
 # The exchange round-trip test (tests/test_exchange_roundtrip.py) runs `nbgrader fetch_assignment`,

@@ -12,7 +12,8 @@ from packaging.requirements import Requirement
 from autograder import REPO_ROOT, __version__
 from autograder.running.sandbox import environment
 
-OPTIONAL = {"dask": "dask"}  # top-level module -> the extra that provides it (imported only where it is chosen)
+# top-level module -> the extra that provides it (imported only where it is chosen); jupyterhub, tornado: `autograde serve`
+OPTIONAL = {"dask": "dask", "jupyterhub": "service", "tornado": "service"}
 
 
 def declared() -> tuple[set[str], dict[str, set[str]]]:
@@ -58,7 +59,7 @@ def test_torch_stays_pinned_where_it_is_installed():
     assert "torch==2.13.0" in (REPO_ROOT / "environment" / "constraints.txt").read_text().split()
     dev = (REPO_ROOT / "scripts" / "dev.sh").read_text()
     assert "pip install --quiet --disable-pip-version-check torch==2.13.0" in dev
-    assert '-c environment/constraints.txt \\\n        -e ".[test,dask]"' in dev
+    assert '-c environment/constraints.txt \\\n        -e ".[test,dask,service]"' in dev
 
 
 def test_version_option():
