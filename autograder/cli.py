@@ -433,7 +433,8 @@ def student_checker(
     out: Path = typer.Option(None, "--out", "-o", help="Write only the checker, to this file."),
 ):
     """Write what students need next to each notebook: check_notebook.py (from release/: no answers, no reference
-    code) and student-requirements.txt, into assignments/<id>/ (generate_assignment copies them) and release/<id>/."""
+    code), student-requirements.txt and autograde_submit.py (practice grading, `autograde serve`), into
+    assignments/<id>/ (generate_assignment copies them) and release/<id>/."""
     from autograder import REPO_ROOT
     from autograder.tools.student_check import write_checker, write_student_files
 
@@ -442,8 +443,9 @@ def student_checker(
         return
     written = write_student_files(REPO_ROOT)
     folders = sorted({str(p.parent.relative_to(REPO_ROOT)) for p in written})
-    typer.echo(f"check_notebook.py and student-requirements.txt written to {len(folders)} folders "
-               f"({', '.join(folders)}); students: python check_notebook.py NOTEBOOK")
+    typer.echo(f"check_notebook.py, student-requirements.txt and autograde_submit.py written to {len(folders)} "
+               f"folders ({', '.join(folders)}); students: python check_notebook.py NOTEBOOK, and on the course's hub "
+               "python autograde_submit.py NOTEBOOK")
 
 
 @app.command(cls=_Command)
@@ -537,6 +539,41 @@ def sandbox_setup():
     env = environment.build()
     typer.echo(f"sandbox environment: {env.python} with {env.site}")
     typer.echo(f"isolation tiers that work here: {', '.join(tiers.available())}")
+
+
+@app.command(cls=_Command)
+def serve(
+    course: Path = typer.Option(Path("."), "--course", help="The course folder (nbgrader_config.py, gradebook.db)."),
+    db: str = typer.Option(None, "--db", metavar="URL", help="Where the attempts are kept (an SQLAlchemy URL, e.g. "
+                           "postgresql://...); default: sqlite in the course folder (service.sqlite)."),
+    workers: int = typer.Option(2, "--workers", min=1, help="Local grading worker processes."),
+    scheduler: str = typer.Option(None, "--scheduler", metavar="ADDRESS",
+                                  help="Grade on this Dask cluster (tcp://host:8786) instead of local workers."),
+    practice_secret_file: Path = typer.Option(None, "--practice-secret-file", metavar="FILE",
+                                              help="The practice secret (else $AUTOGRADE_PRACTICE_SECRET)."),
+    listen: str = typer.Option(None, "--listen", metavar="URL",
+                               help="Where to listen; default: $JUPYTERHUB_SERVICE_URL, as JupyterHub sets it."),
+):
+    """The students' practice-grading service, run by JupyterHub as a service (see the README's "Practice grading
+    before the deadline")."""
+    try:
+        from autograder.service.server import ServeOptions, ServiceError, serve as run_service
+    except ImportError as exc:
+        fail(f"the service needs its extra: pip install -e '.[service]' ({exc})")
+    try:
+        raise typer.Exit(run_service(ServeOptions(course, db, workers, scheduler, practice_secret_file, listen)))
+    except ServiceError as exc:
+        fail(str(exc))
+
+
+@app.command("practice-secret", cls=_Command)
+def practice_secret_command():
+    """Print the service's practice secret: derived one-way from the course secret that `autograde grade` uses
+    ($AUTOGRADE_SECRET or .autograde-secret); the service is given this, never the course secret."""
+    from autograder.course import course_secret
+    from autograder.service.practice import practice_secret
+
+    typer.echo(practice_secret(course_secret()).decode())
 
 
 @app.command(cls=_Command)

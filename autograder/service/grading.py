@@ -1,0 +1,118 @@
+"""The service's grading: a thread that takes the queued attempts, oldest first, and grades them with the same
+engine, sandbox and workers as `autograde grade` (autograder.jobs.executors: local worker processes, or a Dask
+cluster), each attempt with its own practice secret (Submission.secret; autograder.service.practice).
+
+While the queue is empty the local workers are started already (executors.prestart): each has imported torch and
+launched its warm sandbox parent before the next attempt arrives. An attempt our side could not grade (a worker
+that died twice, a check that raised on the reference too, an executor that cannot run) is given back: state
+`refunded`, not counted against the budget, with a message saying so.
+"""
+
+import logging
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+
+from autograder.assignments import assignment_ids
+from autograder.jobs.executors import Executor, ExecutorError, prestart, run_submissions
+from autograder.results import SubmissionResult
+from autograder.running.jobs import GradingOptions, Submission
+from autograder.service.feedback import practice_view
+from autograder.service.settings import ServiceSettings
+from autograder.service.store import GRADED, REFUNDED, Attempt, Store
+
+log = logging.getLogger("autograde.service")
+
+OURS = ("这次练习没能评分，原因在评分服务这边（不是你的代码）：这次不计入次数，请稍后再提交一次。")
+
+
+def _ours(result: SubmissionResult) -> bool:
+    return result.infrastructure_error or any(c.check_bug for p in result.parts for c in p.checks)
+
+
+class GradingLoop:
+    def __init__(self, store: Store, settings: ServiceSettings, options: GradingOptions, executor: Executor,
+                 batch: int | None = None):
+        self.store, self.settings, self.options, self.executor = store, settings, options, executor
+        self.batch = batch or max(1, 2 * executor.workers)
+        self.ids = list(assignment_ids(options.root))
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="autograde-service-grading", daemon=True)
+        self.graded = 0
+
+    def start(self) -> None:
+        self.store.requeue_interrupted()
+        self.thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float = 30) -> None:
+        self._stop.set()
+        self._wake.set()
+        self.thread.join(timeout)
+        for _, worker in self.executor.prestarted:  # warm, waiting for work that will not come
+            worker.process.kill()
+            worker.close()
+        self.executor.prestarted.clear()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                prestart(self.executor, self.options, self.ids, self.executor.workers)
+                batch = self.store.claim(self.batch)
+                if not batch:
+                    self._wake.wait(1.0)
+                    self._wake.clear()
+                    continue
+                self.grade(batch)
+            except Exception:  # the loop goes on: a failure is the batch's, said in the log
+                log.error("grading loop: %s", traceback.format_exc())
+                self._stop.wait(1.0)
+
+    def grade(self, batch: list[Attempt]) -> None:
+        with tempfile.TemporaryDirectory(prefix="autograde-service-") as tmp:
+            by_path, submissions = {}, []
+            for attempt in batch:
+                path = Path(tmp) / attempt.id / f"{attempt.assignment}.ipynb"
+                path.parent.mkdir()
+                path.write_bytes(attempt.notebook)
+                by_path[str(path)] = attempt
+                submissions.append(Submission(path, attempt.assignment, attempt.user, secret=attempt.secret.encode()))
+            done = set()
+
+            def on_result(result: SubmissionResult, rendered=None) -> None:
+                attempt = by_path.get(result.notebook)
+                if attempt is None or attempt.id in done:
+                    log.error("a result for no attempt of this batch: %s", result.notebook)
+                    return
+                done.add(attempt.id)
+                self.record(attempt, result)
+
+            try:
+                run_submissions(submissions, self.options, on_result, self.executor)
+            except ExecutorError as exc:
+                log.error("grading failed: %s", exc)
+            for attempt in batch:  # whatever was not graded is given back
+                if attempt.id not in done:
+                    self.store.finish(attempt.id, REFUNDED, None, None, {"level": attempt.feedback,
+                                                                        "status": "error", "message": OURS}, None,
+                                      OURS)
+
+    def record(self, attempt: Attempt, result: SubmissionResult) -> None:
+        policy = self.settings.policy(attempt.assignment)
+        result.notebook = attempt.filename
+        try:
+            view = practice_view(result, attempt.feedback, policy.hand_verdict)
+        except Exception:
+            log.error("practice view of %s: %s", attempt.id, traceback.format_exc())
+            view, ours = {"level": attempt.feedback, "status": "error", "message": OURS}, True
+        else:
+            ours = _ours(result)
+        if ours:
+            view["message"] = OURS
+        self.store.finish(attempt.id, REFUNDED if ours else GRADED, view.get("score"), view.get("max_score"),
+                          view, result.to_dict(), OURS if ours else "")
+        self.graded += 1
