@@ -168,7 +168,7 @@ def test_the_committed_checker_is_what_the_build_writes(tmp_path):
     from autograder.tools.student_check import student_files
 
     fresh = student_files(REPO_ROOT)
-    assert sorted(fresh) == ["check_notebook.py", "student-requirements.txt"]
+    assert sorted(fresh) == ["autograde_submit.py", "check_notebook.py", "student-requirements.txt"]
     for assignment_id in ASSIGNMENTS:
         for folder in (REPO_ROOT / "release" / assignment_id, REPO_ROOT / "assignments" / assignment_id):
             for name, text in fresh.items():
@@ -176,6 +176,9 @@ def test_the_committed_checker_is_what_the_build_writes(tmp_path):
                 assert (folder / name).read_text(encoding="utf-8") == text, \
                     f"{folder / name} is stale: run `autograde student-checker` (or bash scripts/dev.sh generate)"
     assert not (REPO_ROOT / "release" / "check_notebook.py").exists()  # one place: next to each notebook
+    for script in (fresh["check_notebook.py"], fresh["autograde_submit.py"]):  # nothing of the grader's
+        assert "import autograder" not in script and "from autograder" not in script
+        assert "import solutions" not in script and "from solutions" not in script
     checker = fresh["check_notebook.py"]
     assert "import autograder" not in checker and "from autograder" not in checker
     assert "import solutions" not in checker and "from solutions" not in checker
@@ -202,7 +205,8 @@ def test_release_assignment_hands_out_the_checker_and_the_requirements(tmp_path)
     for assignment_id in ASSIGNMENTS:
         release.do_copy(str(REPO_ROOT / "release" / assignment_id), str(tmp_path / assignment_id))
         got = sorted(p.name for p in (tmp_path / assignment_id).iterdir())
-        assert got == sorted([f"{assignment_id}.ipynb", "check_notebook.py", "student-requirements.txt"]), got
+        assert got == sorted([f"{assignment_id}.ipynb", "autograde_submit.py", "check_notebook.py",
+                              "student-requirements.txt"]), got
         assert (tmp_path / assignment_id / "check_notebook.py").read_bytes() == \
             (REPO_ROOT / "release" / assignment_id / "check_notebook.py").read_bytes()
 
@@ -217,5 +221,5 @@ def test_generate_assignment_writes_the_student_files_into_release(assignment_id
     fresh = regenerated_release[assignment_id].parent
     committed = REPO_ROOT / "release" / assignment_id
     assert sorted(p.name for p in fresh.iterdir()) == sorted(p.name for p in committed.iterdir())
-    for name in ("check_notebook.py", "student-requirements.txt"):
+    for name in ("check_notebook.py", "student-requirements.txt", "autograde_submit.py"):
         assert (fresh / name).read_bytes() == (committed / name).read_bytes()

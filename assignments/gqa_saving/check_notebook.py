@@ -36,6 +36,7 @@ MAX_NOTEBOOK_BYTES = 64 * 1024**2
 STUDENT_ID_CELL = "student_id"  # the locked cell that reads STUDENT_ID (and stops when it is empty)
 PLACEHOLDER = "YOUR ANSWER HERE"  # what nbgrader puts into a written answer cell of the student version
 CHECKER_NAME, REQUIREMENTS_NAME = "check_notebook.py", "student-requirements.txt"
+SUBMIT_NAME = "autograde_submit.py"  # autograder/tools/submit.py: practice grading from the terminal (`autograde serve`)
 # what running the self-checks needs, and how to install it (torch first: the CPU build the grader uses)
 RUN_NEEDS = {"nbformat": "nbformat", "nbclient": "nbclient", "ipykernel": "ipykernel", "torch": "PyTorch（torch）"}
 INSTALL = (f"python -m pip install torch==2.13.0，然后 python -m pip install -r {REQUIREMENTS_NAME}"
@@ -259,11 +260,12 @@ def student_files(root: Path) -> dict[str, str]:
     # the file as it lies next to the notebook (its install line names it without the repository's folder)
     requirements = (Path(root) / "environment" / REQUIREMENTS_NAME).read_text(encoding="utf-8")
     requirements = requirements.replace(f"environment/{REQUIREMENTS_NAME}", REQUIREMENTS_NAME)
-    return {CHECKER_NAME: checker_text(Path(root) / "release"), REQUIREMENTS_NAME: requirements}
+    submit = (Path(__file__).parent / "submit.py").read_text(encoding="utf-8")
+    return {CHECKER_NAME: checker_text(Path(root) / "release"), REQUIREMENTS_NAME: requirements, SUBMIT_NAME: submit}
 
 
 def write_student_files(root: Path) -> list[Path]:
-    """The checker and the requirements into assignments/<id>/ (nbgrader's generate_assignment copies the other
+    """The checker, the requirements and the practice-submit script into assignments/<id>/ (nbgrader's generate_assignment copies the other
     files of the source folder to release/<id>/) and into release/<id>/ (what release_assignment hands out)."""
     root = Path(root)
     files, written = student_files(root), []
