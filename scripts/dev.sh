@@ -38,6 +38,7 @@ setup() {
     fi
     browser
     hub_proxy
+    postgres
     autograde sandbox-setup
     student_tools
     student_wheelhouse
@@ -97,6 +98,19 @@ hub_proxy() {
     [ "$("$bin" --version)" = "$HUB_PROXY_VERSION" ] || { echo "error: $bin is not version $HUB_PROXY_VERSION" >&2; exit 1; }
 }
 
+# The service's store on PostgreSQL (tests/test_service_parts.py starts a server of its own from Debian's binaries,
+# /usr/lib/postgresql/<version>/bin, as the postgres user): Debian's postgresql, installed as root; otherwise a
+# warning and that test skips (.ci/run: it fails). Installing the package also starts Debian's own cluster, which
+# the test does not use.
+postgres() {
+    compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && return 0
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    else
+        echo "warning: postgresql is not installed (sudo apt-get install postgresql); the PostgreSQL store test skips" >&2
+    fi
+}
+
 # The exchange round-trip test (tests/test_exchange_roundtrip.py) runs `nbgrader fetch_assignment`,
 # `submit` and `fetch_feedback` as real student users, who cannot run this venv's Python (it may live
 # under a private home). They get the same nbgrader for Debian's /usr/bin/python3.11 in a world-readable
@@ -135,7 +149,7 @@ case "${1:-}" in
         done
         # the checker and the requirements next to each notebook, in assignments/<id>/ and release/<id>/
         autograde student-checker
-        echo "Student notebooks written to release/<assignment>/<assignment>.ipynb, with check_notebook.py and student-requirements.txt"
+        echo "Student notebooks written to release/<assignment>/<assignment>.ipynb, with check_notebook.py, student-requirements.txt and autograde_submit.py"
         ;;
     test)
         setup

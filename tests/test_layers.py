@@ -25,7 +25,8 @@ LAYERS = (
     ("autograder.class_run", "autograder.run_summary"),  # the class run's stages
     ("autograder.run", "autograder.pipeline"),  # `autograde grade`, the list of stages it runs
     ("autograder.commands",),  # the other commands
-    ("autograder.cli", "autograder.tools"),  # the command line, and what stands beside the pipeline
+    # the command line, what stands beside the pipeline, and the students' practice-grading service (`autograde serve`)
+    ("autograder.cli", "autograder.tools", "autograder.service"),
 )
 
 

@@ -55,6 +55,20 @@ def setup(tmp_path_factory):
     for folder in (course, broken):
         folder.mkdir()
         (folder / "nbgrader_config.py").write_text(CONFIG)
+    # gqa_saving was due yesterday; alice has three more days (the instructor's documented steps)
+    import subprocess
+    from datetime import datetime, timedelta, timezone
+
+    yesterday = (datetime.now(timezone.utc) - timedelta(days=1)).strftime("%Y-%m-%d %H:%M:%S UTC")
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run([str(bin_dir / "nbgrader"), "db", "assignment", "add", "gqa_saving", f"--duedate={yesterday}"],
+                   cwd=course, env=env, check=True, capture_output=True, timeout=120)
+    (root / "roster.csv").write_text("id\n" + "\n".join(USERS) + "\n")  # the roster
+    subprocess.run([str(bin_dir / "nbgrader"), "db", "student", "import", str(root / "roster.csv")], cwd=course,
+                   env=env, check=True, capture_output=True, timeout=120)
+    subprocess.run([str(bin_dir / "autograde"), "extension", "gqa_saving", "alice", "--days", "3", "--course",
+                    str(course)], env=env, check=True, capture_output=True, timeout=120)
     notebooks = {
         "good": edited_notebook("rmsnorm", [], root / "nb" / "rmsnorm.ipynb"),
         "wrong": edited_notebook("rmsnorm", NO_SQRT.edits, root / "nb" / "wrong" / "rmsnorm.ipynb"),
@@ -227,6 +241,20 @@ def test_the_budget_refuses_the_next_attempt_with_a_message(setup):
     assert len(api(setup, "dave", "GET").json()) == 3  # the refused one was never stored
 
 
+def test_after_the_due_date_and_the_students_extension_nothing_is_graded(setup):
+    gqa = edited_notebook("gqa_saving", [], setup["notebooks"]["good"].parent / "gqa_saving.ipynb")
+    refused = submit(setup, "bob", gqa, assignment="gqa_saving")
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["message"].startswith("这份作业已经截止（") and "含你的延期）：练习评分已关闭，不再评分" \
+        in refused.json()["message"]
+    page = setup["hub"].login("bob").get(setup["hub"].service_url("autograde"), timeout=60).text
+    assert re.search(r'<option value="gqa_saving" disabled>[^<]*（已截止）</option>', page), page
+    accepted = submit(setup, "alice", gqa, assignment="gqa_saving")  # her extension: three more days
+    assert accepted.status_code == 202, accepted.text
+    assert wait_graded(setup, "alice", accepted.json()["id"])["state"] == "graded"
+    assert not [a for a in api(setup, "bob", "GET").json() if a["assignment"] == "gqa_saving"]
+
+
 def test_an_infrastructure_error_gives_the_attempt_back(setup):
     notebook = setup["notebooks"]["good"]
     attempts = []
@@ -353,6 +381,15 @@ def test_only_instructors_reach_the_instructors_page(setup):
     assert rows[0].startswith("attempt,student,assignment,number,state")
     assert any(",alice,rmsnorm,1,graded," in row for row in rows), rows
     setup["seen"] += [page.text, history, csv.text]
+    # the instructor's page as the instructor reads it: logged in through the hub in Chromium
+    with Chromium() as browser:
+        tab = browser.open(hub.url + "/hub/login")
+        hub.login_in_browser(tab, "teacher")
+        text = goto(tab, url)
+        assert "Waiting in the queue" in text and "alice" in text and "bob" in text, text
+        days = tab.evaluate("[...document.querySelectorAll('#days tr')].map(r => r.innerText)")
+        assert any(row.startswith("rmsnorm\t") for row in days), days
+        assert not tab.errors, tab.errors
 
 
 def test_errors_show_no_stack_trace_and_nothing_carries_a_secret(setup):
@@ -401,3 +438,18 @@ def test_the_released_submit_script_hands_in_from_a_students_terminal(setup):
     no_token = subprocess.run([sys.executable, str(script), str(setup["notebooks"]["good"])],
                               env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=60)
     assert no_token.returncode == 2 and "JUPYTERHUB_API_TOKEN" in no_token.stdout
+
+
+def test_the_load_benchmark_loses_nothing_with_fifty_students(tmp_path):
+    """benchmarks/service_load.py --students 50, as the README runs it: a hub of its own, 50 students handing in within
+    half a minute, every attempt graded and seen by its student."""
+    import subprocess
+
+    from autograder import REPO_ROOT
+
+    run = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "service_load.py"), "--students", "50",
+                          "--spread", "30"], capture_output=True, text=True, timeout=1200, cwd=tmp_path)
+    last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""
+    assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-3000:])
+    assert re.fullmatch(r"service: 50 attempts, 0 lost, p95 \d+\.\d s from submit to report, max queue \d+", last), last
+    assert "correct: " in run.stdout and "wrong: " in run.stdout and "broken: " in run.stdout

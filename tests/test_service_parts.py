@@ -4,6 +4,7 @@ configured), the store's budget (refunds give an attempt back; waiting attempts 
 import hashlib
 import hmac
 from datetime import date
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,76 @@ def test_the_upload_is_read_as_the_students_checker_reads_it():
     assert clean_filename("C:\\fakepath\\my\u202enb.ipynb", "rmsnorm").endswith(".ipynb")
     assert clean_filename("a" * 500 + ".ipynb", "rmsnorm") == "rmsnorm.ipynb"  # cut to 120, no longer .ipynb
     assert clean_filename("作业一.ipynb", "rmsnorm") == "作业一.ipynb"
+
+
+# --- the same store on PostgreSQL (issue 26: "the same schema on PostgreSQL through SQLAlchemy") ------------------
+
+
+def _postgres_bin() -> Path | None:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return found[-1].parent if found else None
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A PostgreSQL server of Debian's, started here for this module: its own data folder, a socket folder of its
+    own, no TCP; as the `postgres` user when this runs as root (PostgreSQL refuses root)."""
+    import os
+    import pwd
+    import shutil
+    import subprocess
+    import tempfile
+
+    pytest.importorskip("psycopg")
+    binaries = _postgres_bin()
+    if binaries is None:
+        if os.environ.get("AUTOGRADE_REQUIRE_HUB") == "1":
+            pytest.fail("PostgreSQL is not installed (scripts/dev.sh installs Debian's postgresql as root)")
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    run_as: list[str] = []
+    folder = Path(tempfile.mkdtemp(prefix="autograde-postgres-", dir="/tmp"))
+    if os.getuid() == 0:
+        account = pwd.getpwnam("postgres")
+        os.chown(folder, account.pw_uid, account.pw_gid)
+        run_as = ["runuser", "-u", "postgres", "--"]
+    data, socket_dir = folder / "data", folder
+    subprocess.run([*run_as, str(binaries / "initdb"), "-D", str(data), "-U", "autograde", "--auth=trust",
+                    "--no-sync"], check=True, capture_output=True, timeout=120)
+    subprocess.run([*run_as, str(binaries / "pg_ctl"), "-D", str(data), "-w", "-l", str(folder / "log"), "-o",
+                    f"-k {socket_dir} -c listen_addresses='' -c fsync=off", "start"], check=True,
+                   capture_output=True, timeout=120)
+    try:
+        subprocess.run([*run_as, str(binaries / "createdb"), "-h", str(socket_dir), "-U", "autograde", "service"],
+                       check=True, capture_output=True, timeout=60)
+        yield f"postgresql+psycopg://autograde@/service?host={socket_dir}"
+    finally:
+        subprocess.run([*run_as, str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True, timeout=120)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_same_store_on_postgresql(postgres_url):
+    import sqlalchemy as sa
+
+    store = Store(postgres_url)
+    try:
+        assert store.engine.dialect.name == "postgresql"
+        attempts = [store.add(user, "rmsnorm", "rmsnorm.ipynb", b"\x00{}" * 1000, "2026-12-03", "report",
+                              lambda n: f"secret {n}", 2, 3, 100, now=1000 + i)
+                    for i, user in enumerate(["alice", "alice", "bob"])]
+        with pytest.raises(Refused, match="每天 2 次"):
+            store.add("alice", "rmsnorm", "rmsnorm.ipynb", b"{}", "2026-12-03", "report", str, 2, 3, 100, now=2000)
+        claimed = store.claim(2)
+        assert [a.id for a in claimed] == [attempts[0].id, attempts[1].id]
+        assert claimed[0].notebook == b"\x00{}" * 1000 and claimed[1].secret == "secret 2"
+        store.finish(claimed[0].id, REFUNDED, None, None, {"status": "error"}, None, "ours")
+        store.finish(claimed[1].id, GRADED, 8, 8, {"score": 8, "score_text": "8 / 8"}, {"seed": 7})
+        assert store.used("alice", "rmsnorm", "2026-12-03") == (1, 1)
+        assert store.get(claimed[1].id, full=True).result == {"seed": 7}
+        assert store.position(attempts[2]) == 0 and store.waiting() == 1
+        assert [a.number for a in store.history("alice")] == [2, 1]
+        with store.engine.connect() as db:  # the schema as SQLAlchemy made it there
+            columns = {c["name"] for c in sa.inspect(db).get_columns("attempts")}
+        assert {"id", "user", "notebook", "secret", "view", "result"} <= columns
+    finally:
+        store.close()
