@@ -73,7 +73,7 @@ SECONDS = {
     "tests/test_hostile.py": 390,
     "tests/test_nbgrader_interop.py": 350,
     "tests/test_cli.py": 330,
-    "tests/test_service.py": 200,
+    "tests/test_service.py": 210,
     "tests/test_student_check.py": 160,
     "tests/test_scale.py": 150,
     "tests/test_exchange_roundtrip.py": 110,
