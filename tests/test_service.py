@@ -37,7 +37,8 @@ USERS = ["alice", "bob", "carol", "dave", "erin", "teacher"]
 CONFIG = """c = get_config()
 c.AutogradeService.attempts_per_day = 5
 c.AutogradeService.rate_per_minute = 6
-c.AutogradeService.assignments = {"rmsnorm": {"attempts_per_day": 2}}
+c.AutogradeService.assignments = {"rmsnorm": {"attempts_per_day": 2}, "swiglu": {"feedback": "checks"},
+                                  "gqa_saving": {"feedback": "score"}}
 """
 TERMINAL = ("graded", "refunded")
 
@@ -239,6 +240,14 @@ def test_the_budget_refuses_the_next_attempt_with_a_message(setup):
     for reply in (first, second, other):
         assert wait_graded(setup, "dave", reply.json()["id"])["state"] == "graded"
     assert len(api(setup, "dave", "GET").json()) == 3  # the refused one was never stored
+    # swiglu's feedback is "checks": each check passed or not, what it verifies, no report
+    session = setup["hub"].login("dave")
+    page = session.get(setup["hub"].service_url("autograde") + "attempts/" + other.json()["id"], timeout=60)
+    assert page.status_code == 200 and "练习得分：" in page.text
+    assert page.text.count("✓ 通过：") >= 5 and "✗" not in page.text and "<iframe" not in page.text, page.text
+    report = session.get(setup["hub"].service_url("autograde") + "attempts/" + other.json()["id"] + "/report",
+                         timeout=60)
+    assert report.status_code == 404
 
 
 def test_after_the_due_date_and_the_students_extension_nothing_is_graded(setup):
@@ -252,6 +261,10 @@ def test_after_the_due_date_and_the_students_extension_nothing_is_graded(setup):
     accepted = submit(setup, "alice", gqa, assignment="gqa_saving")  # her extension: three more days
     assert accepted.status_code == 202, accepted.text
     assert wait_graded(setup, "alice", accepted.json()["id"])["state"] == "graded"
+    # gqa_saving's feedback is "score": the score, and nothing of the checks
+    session = setup["hub"].login("alice")
+    page = session.get(setup["hub"].service_url("autograde") + "attempts/" + accepted.json()["id"], timeout=60).text
+    assert "练习得分：" in page and "✓" not in page and "✗" not in page and "<iframe" not in page, page
     assert not [a for a in api(setup, "bob", "GET").json() if a["assignment"] == "gqa_saving"]
 
 
