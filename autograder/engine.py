@@ -111,6 +111,11 @@ def typed_value(value):
     return None
 
 
+# how the result of a submission whose grading raised in our own code begins (autograder.service.grading gives such a
+# practice attempt back)
+GRADER_ERROR = "这份提交无法评分：评分程序出错"
+
+
 def failed_result(submission: Submission, assignment: Assignment, tier: str, seed: int,
                   message: str) -> SubmissionResult:
     """A submission that could not be graded (unreadable, or its grading worker died): status error, 0 points,
@@ -164,7 +169,7 @@ class Grader:
                 message = ("这份提交无法评分：评它时评分进程的内存超出了限制（你的代码返回的数据太大？），请联系老师 "
                            "(grader error: MemoryError: the grading process's memory limit was reached)")
             else:
-                message = (f"这份提交无法评分：评分程序出错（{type(exc).__name__}），请联系老师 "
+                message = (f"{GRADER_ERROR}（{type(exc).__name__}），请联系老师 "
                            f"(grader error: {type(exc).__name__}: {safe_text(exc, 300)})")
             result = failed_result(submission, assignment, self.tier, seed, message)
             result.seconds = time.monotonic() - started

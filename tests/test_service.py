@@ -80,9 +80,15 @@ def setup(tmp_path_factory):
                 # student's, so every attempt there is given back
                 service("autograde-broken", broken, AUTOGRADE_SANDBOX_SITE=str(root / "no-sandbox-environment"))]
     # the hub notices a managed service that died within a second (its poll; 30 s by default) and starts it again
-    with running_hub(root / "hub", services=services, users=USERS, groups={"instructors": ["teacher"]},
+    # another hub service allowed to reach this one: a service is no student and no instructor
+    other_token = secrets.token_hex(32)
+    services.append({"name": "other-service", "api_token": other_token})
+    roles = [{"name": "other-service", "services": ["other-service"],
+              "scopes": ["access:services!service=autograde"]}]
+    with running_hub(root / "hub", services=services, users=USERS, groups={"instructors": ["teacher"]}, roles=roles,
                      extra_config="c.Spawner.poll_interval = 1\n") as hub:
-        yield {"hub": hub, "course": course, "broken": broken, "notebooks": notebooks, "seen": []}
+        yield {"hub": hub, "course": course, "broken": broken, "notebooks": notebooks, "seen": [],
+               "other_service_token": other_token}
 
 
 def api(setup, user: str, method: str, path: str = "", name: str = "autograde", **kw):
@@ -383,6 +389,14 @@ def test_only_instructors_reach_the_instructors_page(setup):
     for path in ("", "/attempts.csv", "?student=bob"):
         reply = student.get(url + path, timeout=60)
         assert reply.status_code == 403 and "没有权限" in reply.text and "bob" not in reply.text
+    with local_session() as session:  # a hub service's token, allowed to reach the service: still not an instructor
+        for path in ("", "/attempts.csv"):
+            reply = session.get(url + path, headers={"Authorization": f"token {setup['other_service_token']}"},
+                                allow_redirects=False, timeout=60)
+            assert reply.status_code == 403 and "alice" not in reply.text, (path, reply.status_code)
+        reply = session.get(hub.service_url("autograde") + "api/attempts", allow_redirects=False, timeout=60,
+                            headers={"Authorization": f"token {setup['other_service_token']}"})
+        assert reply.status_code == 403
     teacher = hub.login("teacher")
     page = teacher.get(url, timeout=60)
     assert page.status_code == 200 and "alice" in page.text and "rmsnorm" in page.text
@@ -434,7 +448,11 @@ def test_the_released_submit_script_hands_in_from_a_students_terminal(setup):
     from autograder import REPO_ROOT
 
     script = REPO_ROOT / "release" / "rmsnorm" / "autograde_submit.py"
-    token = setup["hub"].user_token("erin")
+    # the scopes of a server's own token as the README's jupyterhub_config.py sets them (c.Spawner.server_token_scopes:
+    # the `server` role's, which a user's token cannot be given here as they name a server, and the service's access)
+    token = setup["hub"].user_token("erin", scopes=["users:activity!user", "access:services!service=autograde"])
+    # ... without the service's access (the `server` role alone, JupyterHub's default) the service refuses it
+    default_scopes = setup["hub"].user_token("erin", scopes=["users:activity!user"])
     env = {"PATH": os.environ["PATH"], "JUPYTERHUB_API_TOKEN": token,
            "AUTOGRADE_SERVICE_URL": setup["hub"].service_url("autograde")}
     wrong = subprocess.run([sys.executable, str(script), str(setup["notebooks"]["wrong"])], env=env,
@@ -448,6 +466,10 @@ def test_the_released_submit_script_hands_in_from_a_students_terminal(setup):
                              env={**env, "JUPYTERHUB_API_TOKEN": "0" * 43}, capture_output=True, text=True,
                              timeout=120)
     assert refused.returncode == 1 and "没有提交：没有权限" in refused.stdout, refused.stdout
+    default = subprocess.run([sys.executable, str(script), str(setup["notebooks"]["good"]), "--no-wait"],
+                             env={**env, "JUPYTERHUB_API_TOKEN": default_scopes}, capture_output=True, text=True,
+                             timeout=120)
+    assert default.returncode == 1 and "没有提交：没有权限" in default.stdout, default.stdout
     no_token = subprocess.run([sys.executable, str(script), str(setup["notebooks"]["good"])],
                               env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=60)
     assert no_token.returncode == 2 and "JUPYTERHUB_API_TOKEN" in no_token.stdout

@@ -193,3 +193,22 @@ def test_the_same_store_on_postgresql(postgres_url):
         assert {"id", "user", "notebook", "secret", "view", "result"} <= columns
     finally:
         store.close()
+
+
+def test_an_attempt_is_given_back_only_for_a_reason_of_ours():
+    from autograder.engine import GRADER_ERROR
+    from autograder.results import STATUS_ERROR, CheckResult, PartResult, SubmissionResult
+    from autograder.service.grading import _ours
+
+    def result(message="", status=STATUS_ERROR, **flags):
+        check = CheckResult("test_x", "part", False, 0, 1, "", "", check_bug=flags.pop("check_bug", False))
+        return SubmissionResult(student_id="alice", assignment_id="rmsnorm", status=status, score=0, max_score=1,
+                                message=message, parts=[PartResult("part", 0, 1, [check])], **flags)
+
+    assert _ours(result(f"{GRADER_ERROR}（KeyError），请联系老师 (grader error: KeyError: 'x')"))
+    assert _ours(result(infrastructure_error=True)) and _ours(result(status="graded", check_bug=True))
+    # the student's own: an unreadable notebook, the memory their code's data took, a wrong answer
+    assert not _ours(result("笔记本文件不是 UTF-8 编码"))
+    assert not _ours(result("这份提交无法评分：评它时评分进程的内存超出了限制（你的代码返回的数据太大？），请联系老师"))
+    assert not _ours(result(status="graded"))
+    assert not _ours(result(f"x {GRADER_ERROR}"))  # only the engine's own message, from its start

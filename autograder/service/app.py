@@ -32,7 +32,7 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
 from jupyterhub.utils import url_path_join
 
 from autograder.intake.reading import MAX_NOTEBOOK_BYTES
-from autograder.service.store import GRADED, QUEUED, REFUNDED, WAITING, Attempt, Refused, Store
+from autograder.service.store import GRADED, QUEUED, REFUNDED, WAITING, Attempt, Refused, Store, budget_refusal
 
 log = logging.getLogger("autograde.service")
 
@@ -150,12 +150,15 @@ class Base(HubOAuthenticated, web.RequestHandler):
             raise Refused("上传的文件是空的：请选择你的 .ipynb 笔记本")
         if len(content) > MAX_NOTEBOOK_BYTES:
             raise Refused(f"笔记本太大（上限 {MAX_NOTEBOOK_BYTES // 1024**2} MiB）：请清除输出后重新提交")
+        budget = self.budget(assignment_id)  # the cheap refusals before the notebook is parsed
+        if budget["closed"]:
+            raise Refused(f"这份作业已经截止（{budget['due_text']}，含你的延期）：练习评分已关闭，不再评分")
+        refusal = budget_refusal(budget["total"], budget["attempts_total"], budget["today"], budget["per_day"])
+        if refusal:  # checked again, under the store's lock, when it is stored
+            raise Refused(refusal)
         problem = notebook_problem(content)
         if problem:
             raise Refused(problem)
-        budget = self.budget(assignment_id)
-        if budget["closed"]:
-            raise Refused(f"这份作业已经截止（{budget['due_text']}，含你的延期）：练习评分已关闭，不再评分")
         policy = self.state.settings.policy(assignment_id)
         day = self.state.today()
         name = self.name
@@ -196,7 +199,7 @@ class Home(Base):
             raise web.HTTPError(403)
         budgets = {a: self.budget(a) for a in self.state.assignment_ids}
         self.render_page("home.html.j2", budgets=budgets, attempts=self.state.store.history(self.name, limit=200),
-                         refused=self.get_argument("refused", ""))
+                         refused="")
 
 
 class SubmitForm(Base):
@@ -232,12 +235,13 @@ class AttemptReport(Base):
     @web.authenticated
     def get(self, attempt_id: str):
         attempt = self.own_attempt(attempt_id)
-        html = (attempt.view or {}).get("report_html")
+        html = (attempt.view or {}).get("report_html") if attempt.state == GRADED else None
         if not html:
             raise web.HTTPError(404)
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("X-Frame-Options", "SAMEORIGIN")
-        self.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+        self.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                        "base-uri 'none'; form-action 'none'; frame-ancestors 'self'; sandbox allow-same-origin")
         self.finish(html)
 
 
@@ -288,9 +292,9 @@ class Api(Base):
 
 class Instructor(Base):
     def prepare(self):
-        if not self.user:
+        if not self.current_user:
             return  # @web.authenticated sends the browser to the hub's login
-        if not self.instructor:
+        if not self.user or not self.instructor:  # a student, or a hub service's token
             raise web.HTTPError(403)
 
     @web.authenticated
@@ -324,9 +328,10 @@ class InstructorCsv(Instructor):
         writer.writerow(["attempt", "student", "assignment", "number", "state", "day", "submitted", "graded",
                          "score", "max_score"])
         for a in reversed(self.state.store.history(limit=1_000_000)):
-            writer.writerow([a.id, _cell(a.user), a.assignment, a.number, a.state, a.day, self.fmt_time(a.created),
-                             self.fmt_time(a.finished), "" if a.score is None else f"{a.score:g}",
-                             "" if a.max_score is None else f"{a.max_score:g}"])
+            writer.writerow([_cell(str(v)) for v in (
+                a.id, a.user, a.assignment, a.number, a.state, a.day, self.fmt_time(a.created),
+                self.fmt_time(a.finished), "" if a.score is None else f"{a.score:g}",
+                "" if a.max_score is None else f"{a.max_score:g}")])
         self.set_header("Content-Type", "text/csv; charset=utf-8")
         self.set_header("Content-Disposition", "attachment; filename=practice-attempts.csv")
         self.finish(out.getvalue())

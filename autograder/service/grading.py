@@ -16,7 +16,8 @@ from pathlib import Path
 
 from autograder.assignments import assignment_ids
 from autograder.jobs.executors import Executor, ExecutorError, prestart, run_submissions
-from autograder.results import SubmissionResult
+from autograder.engine import GRADER_ERROR
+from autograder.results import STATUS_ERROR, SubmissionResult
 from autograder.running.jobs import GradingOptions, Submission
 from autograder.service.feedback import practice_view
 from autograder.service.settings import ServiceSettings
@@ -28,7 +29,10 @@ OURS = ("这次练习没能评分，原因在评分服务这边（不是你的�
 
 
 def _ours(result: SubmissionResult) -> bool:
-    return result.infrastructure_error or any(c.check_bug for p in result.parts for c in p.checks)
+    """Not graded for a reason of ours: a worker that died, a check of ours that raised on the reference too, or our
+    own code that raised while grading (the engine's GRADER_ERROR result)."""
+    return (result.infrastructure_error or any(c.check_bug for p in result.parts for c in p.checks)
+            or (result.status == STATUS_ERROR and result.message.startswith(GRADER_ERROR)))
 
 
 class GradingLoop:
@@ -95,11 +99,15 @@ class GradingLoop:
                 run_submissions(submissions, self.options, on_result, self.executor)
             except ExecutorError as exc:
                 log.error("grading failed: %s", exc)
-            for attempt in batch:  # whatever was not graded is given back
-                if attempt.id not in done:
-                    self.store.finish(attempt.id, REFUNDED, None, None, {"level": attempt.feedback,
-                                                                        "status": "error", "message": OURS}, None,
-                                      OURS)
+            finally:
+                for attempt in batch:  # whatever was not graded is given back, whatever stopped the grading
+                    if attempt.id not in done:
+                        try:
+                            self.store.finish(attempt.id, REFUNDED, None, None, {"level": attempt.feedback,
+                                                                                "status": "error", "message": OURS},
+                                              None, OURS)
+                        except Exception:  # the store itself fails: the next start queues it again
+                            log.error("giving back %s: %s", attempt.id, traceback.format_exc())
 
     def record(self, attempt: Attempt, result: SubmissionResult) -> None:
         policy = self.settings.policy(attempt.assignment)

@@ -74,6 +74,15 @@ class Refused(Exception):
         self.message = message
 
 
+def budget_refusal(total_used: int, total: int | None, today_used: int, per_day: int | None) -> str | None:
+    """Why the budget allows no further attempt (Chinese, for the student), or None."""
+    if total is not None and total_used >= total:
+        return f"这份作业的练习评分次数已用完（共 {total} 次）"
+    if per_day is not None and today_used >= per_day:
+        return f"今天这份作业的练习评分次数已用完（每天 {per_day} 次），明天再试"
+    return None
+
+
 def _attempt(row, full: bool = False) -> Attempt:
     m = row._mapping
     return Attempt(m["id"], m["user"], m["assignment"], m["number"], m["state"], m["day"], m["created"],
@@ -119,11 +128,11 @@ class Store:
                                                                 attempts.c.created > now - 60))
             if recent >= rate_per_minute:
                 raise Refused(f"提交太频繁：每分钟最多 {rate_per_minute} 次，请稍后再试")
-            if total is not None and db.scalar(sa.select(sa.func.count()).where(counted)) >= total:
-                raise Refused(f"这份作业的练习评分次数已用完（共 {total} 次）")
-            if per_day is not None and db.scalar(
-                    sa.select(sa.func.count()).where(counted, attempts.c.day == day)) >= per_day:
-                raise Refused(f"今天这份作业的练习评分次数已用完（每天 {per_day} 次），明天再试")
+            refusal = budget_refusal(db.scalar(sa.select(sa.func.count()).where(counted)), total,
+                                     db.scalar(sa.select(sa.func.count()).where(counted, attempts.c.day == day)),
+                                     per_day)
+            if refusal:
+                raise Refused(refusal)
             number = db.scalar(sa.select(sa.func.count()).where(mine)) + 1
             row = {"id": secrets.token_urlsafe(24), "user": user, "assignment": assignment, "number": number,
                    "state": QUEUED, "day": day, "created": now, "filename": filename, "notebook": notebook,
