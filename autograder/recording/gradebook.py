@@ -122,8 +122,14 @@ class CourseGradebook:
         type(session).commit(session)
 
     def rollback(self) -> None:
-        """Undo the open transaction; what it had made (an assignment's cells) is made again when next needed."""
+        """Undo the open transaction; what it had made (an assignment's cells) is made again when next needed.
+
+        Every object leaves the session too: SQLAlchemy expunges on rollback only the objects that were new in
+        the transaction, while an object *loaded* in it (a row this transaction inserted, loaded again after its
+        first instance was garbage-collected: when depends on the collector) stays, its row gone, and the next
+        touch raises ObjectDeletedError. What is staged again after a rollback queries everything afresh."""
         self.gb.db.rollback()
+        self.gb.db.expunge_all()
         self._prepared.clear()
 
     def __enter__(self):
