@@ -54,11 +54,13 @@ class Sampler(threading.Thread):
                 for uid in range(FIRST_UID, FIRST_UID + POOL):
                     used = self.used(uid)
                     self.peak = max(self.peak, used)
-                    # watchdog: 80% of the budget, as this sampler (PSS of every process of the pool, slower than
-                    # its 20 ms on a busy machine) may miss the last 0.25 s step that passes it (the watchdog kills
-                    # at once; CI once saw 0.89 GiB last): the clock starts early, so the time measured to the end
-                    # is at least the true one; a hog left alone holds 1.5 GiB for 120 s
-                    threshold = memory.FULL * BUDGET if self.path == "cgroup" else 0.8 * BUDGET
+                    # 80% of the budget on both paths, as this sampler (slower than its 20 ms on a busy machine)
+                    # may miss the last step that passes it, the grader killing at once: the watchdog's PSS of every
+                    # process of the pool (CI once saw 0.89 GiB last), and the cgroup's memory.current (a full run
+                    # once saw 0.961 GiB last, under the 0.97 the grader counts as passed). The clock starts early,
+                    # so the time measured to the end is at least the true one; a hog left alone holds 1.5 GiB for
+                    # 120 s
+                    threshold = 0.8 * BUDGET
                     if used >= threshold:
                         self.passed, self.over_uid = now, uid
                         break
