@@ -65,6 +65,11 @@ class Executor:
     in_process: bool = False
     memory_bytes: int | None = WORKER_MEMORY_BYTES  # each local worker's RLIMIT_DATA (None: no limit)
     prestarted: list = field(default_factory=list, repr=False, compare=False)  # (settings, _Worker) from prestart
+    # local: how many jobs a worker may grade over several `run_submissions` calls with the same settings before it
+    # is retired (its memory bounded so); between calls it waits warm in `prestarted` (the service's workers, whose
+    # batches are a few attempts each: each call otherwise pays a worker's start, torch and a warm sandbox parent,
+    # about 2 s). 0: a call's workers end with it (a class run). Each submission still gets a fresh sandbox.
+    keep_warm: int = 0
 
 
 WORKERS_ENV = "AUTOGRADE_WORKERS"
@@ -108,9 +113,11 @@ def prestart(executor: Executor, options: "GradingOptions", assignment_ids, coun
 
 def run_submissions(submissions: "list[Submission]", options: "GradingOptions",
                     on_result: Callable[[SubmissionResult], None], executor: Executor,
-                    grader: "Grader | None" = None, heartbeat: Callable[[], None] | None = None) -> None:
+                    grader: "Grader | None" = None, heartbeat: Callable[[], None] | None = None,
+                    assignment_ids=None) -> None:
     """Grade `submissions` where `executor` says; `grader`: this process's, made early (its sandbox parent warms
-    up meanwhile), used when the grading happens here."""
+    up meanwhile), used when the grading happens here. `assignment_ids`: what the local workers load, when more
+    than the submissions' own (the assignments a `prestart` named, so that its workers are the ones used)."""
     if not submissions:
         return
     if executor.kind == "dask":
@@ -124,7 +131,7 @@ def run_submissions(submissions: "list[Submission]", options: "GradingOptions",
         grade_batch(submissions, options, lambda result: deliver(on_result, result, next(queued).recording),
                     grader=grader)
         return
-    _run_local(submissions, options, on_result, executor, heartbeat)
+    _run_local(submissions, options, on_result, executor, heartbeat, assignment_ids)
 
 
 def deliver(on_result: Callable, result: SubmissionResult, recording: dict | None = None,
@@ -152,6 +159,7 @@ class _Worker:
             stderr=self.stderr, env=WORKER_ENV,
         )
         self.results_seen = 0
+        self.served = 0  # results over its whole life (several runs when kept warm: Executor.keep_warm)
         self.started: int | None = None  # the job it said it started last
         self.solo: int | None = None  # a suspect it grades alone (no other job is sent to it)
         os.close(jobs_read)
@@ -188,8 +196,12 @@ class _Worker:
             return ""
 
     def close(self) -> None:
+        """Once: a second close of the same fd number would close whatever reused it (a kept worker's pipe)."""
         self.finish()
+        if self.results is None:
+            return
         os.close(self.results)
+        self.results = None
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -199,12 +211,12 @@ class _Worker:
 
 def _run_local(submissions: "list[Submission]", options: "GradingOptions",
                on_result: Callable[[SubmissionResult], None], executor: Executor,
-               heartbeat: Callable[[], None] | None = None) -> None:
+               heartbeat: Callable[[], None] | None = None, assignment_ids=None) -> None:
     """Stream the submissions to worker processes. A worker says which job it has started: when it dies, only
     that job is suspected. It is tried once more, alone, on a fresh worker, and then recorded as an error of
     ours (never kept in the regrade cache); the jobs it held but had not started go back to the queue as they
     were. A worker that dies before it starts any job (it cannot even run) stops the run with its error output."""
-    pool = _LocalPool(submissions, options, on_result, executor)
+    pool = _LocalPool(submissions, options, on_result, executor, assignment_ids)
     try:
         pool.run(heartbeat)
     finally:
@@ -217,9 +229,10 @@ class _LocalPool:
     """The local workers of one `_run_local`: the queue of jobs, who holds which, and what to do when one dies."""
 
     def __init__(self, submissions: "list[Submission]", options: "GradingOptions",
-                 on_result: Callable[[SubmissionResult], None], executor: Executor):
+                 on_result: Callable[[SubmissionResult], None], executor: Executor, assignment_ids=None):
         self.submissions, self.options, self.on_result, self.executor = submissions, options, on_result, executor
-        self.settings = _settings(options, {s.assignment_id for s in submissions}, executor)
+        needed = {s.assignment_id for s in submissions}
+        self.settings = _settings(options, needed | set(assignment_ids or ()), executor)
         self.early = [w for s, w in executor.prestarted if s == self.settings]  # started early for this very run
         for s, w in executor.prestarted:
             if s != self.settings:
@@ -236,6 +249,8 @@ class _LocalPool:
         for _ in range(min(self.executor.workers, len(self.submissions))):
             self.start()
         while self.selector.get_map():
+            if self.executor.keep_warm and not self.queue and not any(w.pending for w in self.workers):
+                return  # every result is in: the workers that are still open wait warm for the next run (close)
             ready = self.selector.select(timeout=HEARTBEAT if heartbeat else None)
             if heartbeat:
                 heartbeat()
@@ -254,6 +269,7 @@ class _LocalPool:
         """One message from a worker: a result, the job it started, its usage at the end, or its failure."""
         if "result" in message:
             worker.results_seen += 1
+            worker.served += 1
             if message.get("i") in worker.pending:
                 worker.pending.remove(message["i"])
             deliver(self.on_result, sanitize_record(SubmissionResult.from_dict(message["result"])),
@@ -281,7 +297,7 @@ class _LocalPool:
             return
         while self.queue and len(worker.pending) < IN_FLIGHT and not worker.closed:
             self.send_job(worker, self.queue.popleft())
-        if not self.queue:
+        if not self.queue and not self.executor.keep_warm:
             worker.finish()
 
     def start(self, solo: int | None = None) -> None:
@@ -321,10 +337,20 @@ class _LocalPool:
                 self.feed(other)
 
     def close(self) -> None:
-        for worker in self.early:  # started early, not needed after all
-            worker.process.kill()
-            worker.close()
+        keep = self.executor.keep_warm
+        for worker in self.early:  # started early, not needed after all: warm for the next run, if kept
+            if keep and worker.process.poll() is None:
+                self.executor.prestarted.append((self.settings, worker))
+            else:
+                worker.process.kill()
+                worker.close()
         for worker in self.workers:
+            if (keep and self._idle(worker) and worker.served < keep
+                    and len(self.executor.prestarted) < self.executor.workers):
+                self.selector.unregister(worker.results)
+                worker.started = None  # an index of this run: it means nothing in the next
+                self.executor.prestarted.append((self.settings, worker))
+                continue
             if worker.process.poll() is None:
                 worker.process.kill()
             try:
@@ -332,6 +358,11 @@ class _LocalPool:
             except OSError:
                 pass
         self.selector.close()
+
+    def _idle(self, worker: "_Worker") -> bool:
+        """Open, alive, holding no job and no partial message: it can take the next run's jobs."""
+        return (not worker.closed and worker.solo is None and not worker.pending and not worker.buffer
+                and worker.process.poll() is None and worker.results in self.selector.get_map())
 
 
 def _worker_died(submission: "Submission", options: "GradingOptions", code: int | None,

@@ -96,7 +96,8 @@ class GradingLoop:
                 self.record(attempt, result)
 
             try:
-                run_submissions(submissions, self.options, on_result, self.executor)
+                # the workers load every assignment: those prestarted (and kept warm) take any batch
+                run_submissions(submissions, self.options, on_result, self.executor, assignment_ids=self.ids)
             except ExecutorError as exc:
                 log.error("grading failed: %s", exc)
             finally:

@@ -79,6 +79,10 @@ def deadlines(course: Path, ttl: float = 30.0):
     return due
 
 
+# the service's local workers stay warm between its batches (a few attempts each), each retired after this many
+KEEP_WARM = 500
+
+
 def build(options: ServeOptions):
     """The store, the settings, the grading loop and the tornado application, ready to start."""
     from dateutil.tz import gettz
@@ -107,7 +111,7 @@ def build(options: ServeOptions):
         raise ServiceError(str(exc)) from None
     store = Store(options.db_url or f"sqlite:///{course / 'service.sqlite'}")
     executor = Executor("dask", workers=options.workers, scheduler=options.scheduler) if options.scheduler \
-        else Executor("local", workers=options.workers)
+        else Executor("local", workers=options.workers, keep_warm=KEEP_WARM)
     grading = GradingOptions(limits=Limits(submission_timeout=budget), secret=practice)
     loop = GradingLoop(store, settings, grading, executor)
     zone = gettz(settings.display.timezone)
