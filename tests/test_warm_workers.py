@@ -44,9 +44,9 @@ def test_a_kept_worker_grades_the_next_run_as_a_fresh_one_does_and_is_retired_af
     try:
         assert graded(subs, warm, ["rmsnorm", "swiglu"]) == fresh
         (worker,) = kept(warm)
-        assert worker.process.poll() is None and worker.served == 2
+        assert worker.process.poll() is None and worker.results_seen == 2
         assert graded(subs, warm, ["rmsnorm", "swiglu"]) == fresh  # the same process: 4 jobs now
-        assert kept(warm) == [worker] and worker.served == 4
+        assert kept(warm) == [worker] and worker.results_seen == 4
         assert graded(subs, warm, ["rmsnorm", "swiglu"]) == fresh  # 6 > 5: retired at the end of this run
         assert kept(warm) == []
         worker.process.wait(timeout=30)

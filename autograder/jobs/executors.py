@@ -158,8 +158,7 @@ class _Worker:
             pass_fds=(jobs_read, results_write), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=self.stderr, env=WORKER_ENV,
         )
-        self.results_seen = 0
-        self.served = 0  # results over its whole life (several runs when kept warm: Executor.keep_warm)
+        self.results_seen = 0  # over its whole life (several runs when kept warm: Executor.keep_warm)
         self.started: int | None = None  # the job it said it started last
         self.solo: int | None = None  # a suspect it grades alone (no other job is sent to it)
         os.close(jobs_read)
@@ -269,7 +268,6 @@ class _LocalPool:
         """One message from a worker: a result, the job it started, its usage at the end, or its failure."""
         if "result" in message:
             worker.results_seen += 1
-            worker.served += 1
             if message.get("i") in worker.pending:
                 worker.pending.remove(message["i"])
             deliver(self.on_result, sanitize_record(SubmissionResult.from_dict(message["result"])),
@@ -345,7 +343,7 @@ class _LocalPool:
                 worker.process.kill()
                 worker.close()
         for worker in self.workers:
-            if (keep and self._idle(worker) and worker.served < keep
+            if (keep and self._idle(worker) and worker.results_seen < keep
                     and len(self.executor.prestarted) < self.executor.workers):
                 self.selector.unregister(worker.results)
                 worker.started = None  # an index of this run: it means nothing in the next
