@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.running.sandbox.threads import Background
+
 GUARDS = ("auto", "cgroup", "watchdog")
 CGROUP_INTERVAL = 0.1  # seconds between two looks at the cgroup's counters (a few small files)
 WATCH_INTERVAL = 0.25  # seconds between two looks of the watchdog (a pass over /proc: some 5 ms per 100 processes)
@@ -311,6 +313,9 @@ def descendants(root: int) -> set[int]:
     return found
 
 
+GUARD_START_WAIT = 10.0  # seconds for the guard's thread to run
+
+
 class MemoryGuard:
     """Watches one sandbox: `exceeded` is set (and every process of the submission killed) once it is over budget.
 
@@ -323,15 +328,15 @@ class MemoryGuard:
         self.peak = 0
         self.exceeded_at: float | None = None  # time.monotonic() when it was seen over budget
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: Background | None = None
 
     @property
     def path(self) -> str:
         return "cgroup" if self.cgroup is not None else "watchdog"
 
     def start(self) -> "MemoryGuard":
-        self._thread = threading.Thread(target=self._watch, name="memory-guard", daemon=True)
-        self._thread.start()
+        # never waits forever on itself (threads.py); a guard that cannot run ends the sandbox's start: MemoryError
+        self._thread = Background(self._watch, "memory-guard").start(wait=GUARD_START_WAIT)
         return self
 
     def check(self) -> bool:
@@ -369,6 +374,6 @@ class MemoryGuard:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
+        if self._thread is not None and not self._thread.is_current():
             self._thread.join(timeout=2.0)
         self._thread = None

@@ -17,6 +17,8 @@ import threading
 import time
 from pathlib import Path
 
+from autograder.running.sandbox.threads import Background
+
 FIRST_UID = int(os.environ.get("AUTOGRADE_UID_BASE", "61000"))
 POOL_SIZE = int(os.environ.get("AUTOGRADE_UID_POOL", "64"))
 LOCK_DIR = Path(os.environ.get("AUTOGRADE_UID_LOCKS", "/run/autograde-uids"))
@@ -179,14 +181,14 @@ class UidLease:
             return
         lease = UidLease(self.uid, fd)
         lease.cgroup, self.cgroup = self.cgroup, None
-        thread = threading.Thread(target=lease.release, name=f"release-uid-{self.uid}", daemon=False)
+        thread = Background(lease.release, f"release-uid-{self.uid}")  # never waits on itself (threads.py)
         with _releasing_lock:
             _releasing.append(thread)
             _releasing[:] = [t for t in _releasing if t.is_alive() or t is thread]
         thread.start()
 
 
-_releasing: list[threading.Thread] = []
+_releasing: list[Background] = []
 _releasing_lock = threading.Lock()
 
 
@@ -195,10 +197,12 @@ def wait_for_releases() -> None:
     with _releasing_lock:
         pending = list(_releasing)
         _releasing.clear()
-    for thread in pending:
-        thread.join()
+    for thread in pending:  # a release whose thread could not start is done here
+        thread.run_here(RELEASE_START_WAIT, RELEASE_WAIT)
 
 
+RELEASE_WAIT = 60.0  # seconds: how long wait_for_releases waits for one release (killing a uid's processes, its files)
+RELEASE_START_WAIT = 2.0  # seconds for a release's thread to begin before wait_for_releases runs it itself
 ACQUIRE_WAIT = 30.0  # seconds: how long acquire waits for a uid that is being emptied (released on a thread)
 
 
