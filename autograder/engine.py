@@ -22,6 +22,7 @@ from autograder.checks.probes import CheckFailed, StudentCode
 from autograder.intake.reading import UnreadableNotebook, prepare
 from autograder.results import (STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult,
                                           SubmissionResult, bound_size, bounded_cells)
+from autograder.running import memory_pressure
 from autograder.running.sandbox import environment, tiers
 from autograder.running.jobs import GradingOptions, Submission  # noqa: F401 (the engine's API)
 from autograder.running.sandbox.process import SandboxError
@@ -166,6 +167,7 @@ class Grader:
         except Exception as exc:  # a bug of ours, or data we did not foresee: this submission's error
             seed = student_seed(submission.secret or self.secret, assignment.id, submission.student_id)
             if isinstance(exc, MemoryError):  # the grading process's own memory limit (jobs.worker.limit_memory)
+                memory_pressure.note()
                 message = ("这份提交无法评分：评它时评分进程的内存超出了限制（你的代码返回的数据太大？），请联系老师 "
                            "(grader error: MemoryError: the grading process's memory limit was reached)")
             else:

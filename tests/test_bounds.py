@@ -184,6 +184,13 @@ def test_one_worker_grades_with_a_memory_limit_and_an_overflow_ends_a_submission
     big = scores["big"]
     assert big.score < 10 and not all(c.passed for p in big.parts for c in p.checks), big.message
     assert summary.usage and all(u["worker_maxrss_kib"] * 1024 < limit + 300 * MIB for u in summary.usage), summary.usage
+    # what the student reads is what happened: the grader's own memory ran out on their data (never "your code
+    # crashed the process", a protocol error, or a grader error), and the worker that ran out retired: the honest
+    # student was graded by a fresh one (a worker that went on at its limit once hung, and once graded them 0)
+    failed = [c.message for p in big.parts for c in p.checks if not c.passed]
+    assert any("评分程序的内存不够用了" in m for m in failed), failed
+    assert not any(w in m for m in failed for w in ("崩溃", "header", "not running", "Error）")), failed
+    assert len({u["pid"] for u in summary.usage}) == 2, summary.usage
 
 
 def test_a_result_too_big_for_its_cap_is_cut_until_it_fits():

@@ -21,6 +21,7 @@ from autograder.checks import DIAGNOSIS_RAISED, PrecisionNamed, take_diagnosis_c
 from autograder.checks.pytest_adapter import TestReport, runtestprotocol
 from autograder.checks.probes import CheckFailed, StudentCode
 from autograder.intake.validate import bounded_tree, clipped, safe_text
+from autograder.running import memory_pressure
 
 CHECKS_DIR = Path(__file__).parent
 
@@ -55,6 +56,7 @@ class CheckOutcome:
 
 
 CHECK_CRASHED = "这一项检查无法完成：评分程序在检查你的结果时出错（{kind}），这一项记为未通过"
+CHECK_OUT_OF_MEMORY = "这一项检查无法完成：评分程序的内存不够用了（你的代码返回的数据太大？），这一项记为未通过"
 
 
 @dataclass
@@ -226,12 +228,15 @@ class GradingPlugin:
     @staticmethod
     def _crashed(spec: CheckSpec, seconds: float, failure: BaseException | None) -> CheckOutcome:
         kind = type(failure).__name__ if failure is not None else "unknown"
+        message = CHECK_CRASHED.format(kind=kind)
+        if isinstance(failure, MemoryError):  # the grading process's own limit (jobs.worker.limit_memory)
+            memory_pressure.note()
+            message = CHECK_OUT_OF_MEMORY
         try:
             text = "".join(traceback.format_exception(failure)) if failure is not None else "no exception recorded"
         except Exception:  # an exception whose text cannot be formatted
             text = kind
-        return CheckOutcome(spec, False, CHECK_CRASHED.format(kind=kind), {}, None, seconds,
-                            crash=safe_text(text)[-3000:])
+        return CheckOutcome(spec, False, message, {}, None, seconds, crash=safe_text(text)[-3000:])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item, call):

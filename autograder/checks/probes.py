@@ -125,7 +125,10 @@ class StudentCode:
             if exc.kind == "memory" or getattr(self._run, "memory_exceeded", False):
                 raise StudentCodeFailed(f"内存超出限制：这份提交的所有进程加起来超出了内存预算，已被终止，"
                                         f"没有再运行 `{what}`", {"memory_exceeded": True}) from None
-            if exc.kind == "timeout":
+            if exc.kind == "grader_memory":  # the grading process's own limit, not the submission's budget
+                failure = StudentCodeFailed(f"评分程序的内存不够用了（你的代码返回的数据太大？），没能运行完 `{what}`，"
+                                            f"这一项记为未通过", {"grader_out_of_memory": True})
+            elif exc.kind == "timeout":
                 failure = StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
                                             {"timeout_seconds": self.probe_timeout})
             else:

@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from autograder.recording.rendered import finished
+from autograder.running import memory_pressure
 from autograder.results import SubmissionResult
 from autograder.running.jobs import GradingOptions, Submission, options_from_payload
 
@@ -28,9 +29,12 @@ from autograder.running.jobs import GradingOptions, Submission, options_from_pay
 
 
 def usage() -> dict:
-    """Peak resident memory of this worker (KiB) and its memory limit (bytes, None: none)."""
+    """Peak resident memory of this worker (KiB), its data size now (VmData, KiB) and its memory limit (bytes, None:
+    none)."""
     limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
+    data = memory_pressure.data_bytes()
     return {"worker_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "pid": os.getpid(),
+            "worker_data_kib": None if data is None else data // 1024,
             "memory_limit_bytes": None if limit == resource.RLIM_INFINITY else limit}
 
 
@@ -62,6 +66,19 @@ def limit_memory(limit: int | None) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
 
 
+RETIRE_AT = 0.9  # a worker whose data size (VmData) is past this share of its memory limit after a job retires
+
+
+def should_retire(limit: int | None) -> bool:
+    """After a result: whether this worker ran out of its own memory during that submission, or is near its limit
+    now (memory_pressure): then it grades nothing more, so that what that submission left in its memory never costs
+    the next one its grade. (A local worker only: a Dask task cannot end its worker.)"""
+    if memory_pressure.take():
+        return True
+    size = memory_pressure.data_bytes() if limit else None
+    return size is not None and size > RETIRE_AT * limit
+
+
 # --- local worker process -----------------------------------------------------------------------------
 
 
@@ -80,8 +97,11 @@ def serve(jobs_fd: int, results_fd: int) -> int:
     options = options_from_payload(settings["options"])
     indices, recordings = [], {}
 
+    retiring = []  # set once a submission ran this process out of memory: it takes no further job
+
     def stream():
-        for line in jobs:
+        while not retiring:
+            line = jobs.readline()
             if not line.strip():
                 return
             job = json.loads(line)
@@ -95,6 +115,8 @@ def serve(jobs_fd: int, results_fd: int) -> int:
         i = indices.pop(0)
         rendered = finished(result, recordings.pop(i, None))  # before to_dict: it finishes the result
         send({"i": i, "result": result.to_dict(), **({"rendered": rendered} if rendered is not None else {})})
+        if should_retire(settings.get("memory_bytes")):
+            retiring.append(i)  # the pool gives the jobs it holds, not started, to a fresh worker
 
     zygote = _launch_warm_parent(options)  # before this process imports torch, and before its memory is limited
     from autograder.engine import Grader, grade_batch

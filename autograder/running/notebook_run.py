@@ -16,7 +16,8 @@ from autograder.intake.reading import CodeCell
 from autograder.intake.validate import clipped
 from autograder.results import MAX_CELL_ERRORS, MAX_CELL_MESSAGE, CellRun
 from autograder.running.sandbox.environment import SandboxEnvironment
-from autograder.running.sandbox.process import Limits, Reply, Sandbox, SandboxError, SandboxMemoryExceeded
+from autograder.running.sandbox.process import (GraderOutOfMemory, Limits, Reply, Sandbox, SandboxError,
+                                                SandboxMemoryExceeded)
 from autograder.running.sandbox.zygote import Zygote
 
 MAX_RESTARTS = 8
@@ -61,6 +62,9 @@ class NotebookRun:
         if self.deadline is None:
             self.deadline = time.monotonic() + self.limits.submission_timeout
         self.memory_exceeded = False  # its processes passed the memory budget: it ends here, nothing runs again
+        # the grader ran out of its own memory restarting the sandbox (GraderOutOfMemory): the next probe starts one
+        # again (the check that held the data may be over by then)
+        self.relaunch = False
 
     @property
     def exhausted(self) -> bool:
@@ -150,7 +154,7 @@ class NotebookRun:
             if cell.index in done and cell.index not in self.skipped:
                 try:
                     self._exec(cell)
-                except (BudgetExhausted, SandboxMemoryExceeded):
+                except (BudgetExhausted, SandboxMemoryExceeded, GraderOutOfMemory):
                     raise
                 except SandboxError:
                     # it ran before; if it fails now, it is nondeterministic: skip it too
@@ -163,6 +167,9 @@ class NotebookRun:
             raise SandboxMemoryExceeded(f"the submission passed its memory budget of {budget_text(self.limits)}")
         if self.exhausted:
             raise BudgetExhausted(f"the submission's budget of {self.limits.submission_timeout:g} s is spent")
+        if self.sandbox is None and self.relaunch:
+            self.relaunch = False
+            self._restart_after(None)  # raises what stops it: GraderOutOfMemory again, the memory budget, ...
         if self.sandbox is None:
             raise SandboxGaveUp("the sandbox is not running")
         try:
@@ -170,14 +177,28 @@ class NotebookRun:
         except SandboxMemoryExceeded:
             self._over_memory()
             raise
-        except SandboxError:
-            try:
-                self.restart()
-            except SandboxMemoryExceeded:
-                self._over_memory()
-            except SandboxGaveUp:
-                self.close()
+        except SandboxError as exc:
+            self._restart_after(exc)
             raise
+
+    def _restart_after(self, failure: SandboxError | None) -> None:
+        """A fresh sandbox after `failure` (None: after an earlier restart that ran out of the grader's memory).
+        When that restart fails, `failure` (or, without one, why the restart failed) is raised by the caller."""
+        try:
+            self.restart()
+        except SandboxMemoryExceeded:
+            self._over_memory()
+            if failure is None:
+                raise
+        except SandboxGaveUp:
+            self.close()
+            if failure is None:
+                raise
+        except GraderOutOfMemory:
+            self.close()
+            self.relaunch = True
+            if failure is None:
+                raise
 
     def close(self):
         if self.sandbox is not None:

@@ -15,6 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from autograder.running import memory_pressure
 from autograder.running.sandbox import memory, tiers, uids, wire
 from autograder.running.sandbox.reply import Reply, ReplyError, check_reply, decode_values, parse_json_header  # noqa: F401
 from autograder.running.sandbox.limits import Limits  # noqa: F401 (part of this module's interface)
@@ -39,6 +40,14 @@ class SandboxTimeout(SandboxError):
 
 class SandboxProtocolError(SandboxError):
     kind = "protocol"
+
+
+class GraderOutOfMemory(SandboxError):
+    """This process ran out of its own memory (its RLIMIT_DATA: jobs.worker.limit_memory) starting a sandbox,
+    sending a request or reading a reply: what the submission's code returned (and the checks still hold) leaves
+    the grader no room. The sandbox is ended (its pipes may be mid-frame): the caller may start another later."""
+
+    kind = "grader_memory"
 
 
 class SandboxMemoryExceeded(SandboxError):
@@ -78,6 +87,10 @@ class Sandbox:
         except ZygoteError as exc:
             self.close()
             raise SandboxDied(str(exc)) from None
+        except MemoryError:  # this process's own limit (a thread that could not start: threads.ThreadStartFailed)
+            memory_pressure.note()
+            self._broken_stream()
+            raise GraderOutOfMemory("the grading process ran out of memory starting a sandbox") from None
         except BaseException:
             self.close()
             raise
@@ -203,10 +216,23 @@ class Sandbox:
         except SandboxError:
             self._over_memory(look=True)
             raise
+        except MemoryError:
+            reply = reply_values = None  # what was read so far, freed
+            memory_pressure.note()
+            self._broken_stream()
+            raise GraderOutOfMemory("the grading process ran out of memory on this request's data") from None
         try:
             return check_reply(reply, reply_values, self._next_id)
         except ReplyError as exc:
             raise SandboxProtocolError(str(exc)) from None
+
+    def _broken_stream(self) -> None:
+        """The pipes are mid-frame: nothing more is read from this sandbox (a next request would read the rest of
+        this frame as its reply); it is killed, its uid given back."""
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (out of memory still: the restart, or the batch's end, cleans up)
+            pass
 
     def _over_memory(self, look: bool = False) -> None:
         """SandboxMemoryExceeded if the submission is over its memory budget (the guard has killed it, or does now)."""
