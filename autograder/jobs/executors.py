@@ -23,6 +23,7 @@ import selectors
 import subprocess
 import sys
 import tempfile
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,10 @@ WORKER_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPE
 IN_FLIGHT = 2  # jobs queued per local worker: the next is ready while this process records the last
 MAX_ATTEMPTS = 2  # a submission whose worker process died under it is tried once more, alone, on a fresh worker
 HEARTBEAT = 0.25  # seconds between heartbeats while waiting for local workers
+# A local worker holding a job that says nothing for longer than a submission can take (its budget, two sandbox
+# starts, this margin) is killed: it hangs (a bug, or a library that blocks at the worker's memory limit), and the
+# dead-worker path takes over (its job tried once more alone, then recorded as not graded); the run always ends.
+STALL_MARGIN = 120.0
 # Each local worker's own memory (RLIMIT_DATA, its heap and anonymous mappings; its libraries' ~0.1 GiB come on top):
 # whatever a submission's replies make it hold, an overflow fails that submission or ends that worker (the
 # dead-worker path), never the run. An honest worker peaks near 0.4 GiB.
@@ -164,6 +169,8 @@ class _Worker:
         os.close(jobs_read)
         os.close(results_write)
         self.pending: deque[int] = deque()  # job indices sent, in order
+        self.heard = time.monotonic()  # when it last said something (or was given its first job)
+        self.stalled = False  # killed for saying nothing too long (_LocalPool.stall_limit)
         self.buffer = b""
         self.closed = False
         self.send(settings)
@@ -243,6 +250,8 @@ class _LocalPool:
         self.selector = selectors.DefaultSelector()
         self.workers: list[_Worker] = []
         self.errors: list[str] = []
+        limits = options.limits
+        self.stall_limit = limits.submission_timeout + 2 * limits.startup_timeout + STALL_MARGIN
 
     def run(self, heartbeat: Callable[[], None] | None) -> None:
         for _ in range(min(self.executor.workers, len(self.submissions))):
@@ -250,11 +259,13 @@ class _LocalPool:
         while self.selector.get_map():
             if self.executor.keep_warm and not self.queue and not any(w.pending for w in self.workers):
                 return  # every result is in: the workers that are still open wait warm for the next run (close)
-            ready = self.selector.select(timeout=HEARTBEAT if heartbeat else None)
+            ready = self.selector.select(timeout=HEARTBEAT)
             if heartbeat:
                 heartbeat()
+            self.kill_stalled()
             for key, _ in ready:
                 worker: _Worker = key.data
+                worker.heard = time.monotonic()
                 messages = worker.messages()
                 if messages is None:  # the worker is gone
                     self.died(worker)
@@ -263,6 +274,16 @@ class _LocalPool:
                     self.take(worker, message)
                 if not worker.closed:
                     self.feed(worker)
+
+    def kill_stalled(self) -> None:
+        """Kill each worker that holds a job and has said nothing for `stall_limit` seconds (its end of file then
+        comes through the selector: `died`)."""
+        now = time.monotonic()
+        for worker in self.workers:
+            if (worker.pending and not worker.stalled and now - worker.heard > self.stall_limit
+                    and worker.process.poll() is None):
+                worker.stalled = True
+                worker.process.kill()
 
     def take(self, worker: "_Worker", message: dict) -> None:
         """One message from a worker: a result, the job it started, its usage at the end, or its failure."""
@@ -282,6 +303,8 @@ class _LocalPool:
 
     def send_job(self, worker: "_Worker", i: int) -> None:
         s = self.submissions[i]
+        if not worker.pending:
+            worker.heard = time.monotonic()  # an idle worker's silence was not a stall
         worker.pending.append(i)  # if it cannot be sent, the worker is gone: its death puts the job back
         try:
             worker.send(json.dumps({"i": i, "notebook": str(s.notebook), "assignment_id": s.assignment_id,
@@ -327,7 +350,10 @@ class _LocalPool:
             if self.attempts[suspect] < MAX_ATTEMPTS:
                 self.start(solo=suspect)
             else:
-                self.on_result(_worker_died(self.submissions[suspect], self.options, worker.process.returncode))
+                why = (f"the grading worker said nothing for {self.stall_limit:g} s while grading this submission, the "
+                       "second time alone, and was killed" if worker.stalled else None)
+                self.on_result(_worker_died(self.submissions[suspect], self.options, worker.process.returncode, why,
+                                            stalled=worker.stalled))
         if self.queue and not self.errors and not any(w.solo is None and not w.closed for w in self.workers):
             self.start()
         for other in self.workers:  # a queue refilled: feed the workers that are still open
@@ -364,7 +390,7 @@ class _LocalPool:
 
 
 def _worker_died(submission: "Submission", options: "GradingOptions", code: int | None,
-                 why: str | None = None) -> SubmissionResult:
+                 why: str | None = None, stalled: bool = False) -> SubmissionResult:
     """A submission whose worker process died under it twice, the second time graded alone: an error result
     (an error of ours as far as the regrade cache goes: graded again next run), the batch goes on."""
     from autograder.assignments import load_assignment
@@ -375,8 +401,8 @@ def _worker_died(submission: "Submission", options: "GradingOptions", code: int 
                         submission.student_id)
     default_why = ("the grading worker process died twice while grading this submission, the second time alone; "
                    f"exit code {code}")
-    message = ("这份提交没能评分：评分进程在评它时两次退出（第二次单独评分），请联系老师 "
-               f"({why or default_why})")
+    what = "两次没有响应、被终止" if stalled else "两次退出"
+    message = f"这份提交没能评分：评分进程在评它时{what}（第二次单独评分），请联系老师 ({why or default_why})"
     result = failed_result(submission, load_assignment(submission.assignment_id, options.root), options.tier or "",
                            seed, message)
     result.infrastructure_error = True
