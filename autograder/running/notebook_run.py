@@ -63,8 +63,10 @@ class NotebookRun:
             self.deadline = time.monotonic() + self.limits.submission_timeout
         self.memory_exceeded = False  # its processes passed the memory budget: it ends here, nothing runs again
         # the grader ran out of its own memory restarting the sandbox (GraderOutOfMemory): the next probe starts one
-        # again (the check that held the data may be over by then)
+        # again (the check that held the data may be over by then); when that fails too, nothing starts again (each
+        # try costs threads.ThreadStartFailed's wait) and the later probes fail at once
         self.relaunch = False
+        self.out_of_memory = False
 
     @property
     def exhausted(self) -> bool:
@@ -167,6 +169,8 @@ class NotebookRun:
             raise SandboxMemoryExceeded(f"the submission passed its memory budget of {budget_text(self.limits)}")
         if self.exhausted:
             raise BudgetExhausted(f"the submission's budget of {self.limits.submission_timeout:g} s is spent")
+        if self.out_of_memory:
+            raise GraderOutOfMemory("the grading process ran out of memory twice starting this submission's sandbox")
         if self.sandbox is None and self.relaunch:
             self.relaunch = False
             self._restart_after(None)  # raises what stops it: GraderOutOfMemory again, the memory budget, ...
@@ -196,7 +200,8 @@ class NotebookRun:
                 raise
         except GraderOutOfMemory:
             self.close()
-            self.relaunch = True
+            self.relaunch = failure is not None
+            self.out_of_memory = failure is None
             if failure is None:
                 raise
 
