@@ -19,7 +19,7 @@ import torch
 
 from autograder.checks import DIAGNOSIS_RAISED, PrecisionNamed, take_diagnosis_crashes, without_diagnosis
 from autograder.checks.pytest_adapter import TestReport, runtestprotocol
-from autograder.checks.probes import CheckFailed, StudentCode
+from autograder.checks.probes import GRADER_OUT_OF_MEMORY, CheckFailed, StudentCode
 from autograder.intake.validate import bounded_tree, clipped, safe_text
 from autograder.running import memory_pressure
 
@@ -56,7 +56,7 @@ class CheckOutcome:
 
 
 CHECK_CRASHED = "这一项检查无法完成：评分程序在检查你的结果时出错（{kind}），这一项记为未通过"
-CHECK_OUT_OF_MEMORY = "这一项检查无法完成：评分程序的内存不够用了（你的代码返回的数据太大？），这一项记为未通过"
+CHECK_OUT_OF_MEMORY = f"这一项检查无法完成：{GRADER_OUT_OF_MEMORY}，这一项记为未通过"
 
 
 @dataclass

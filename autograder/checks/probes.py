@@ -15,6 +15,9 @@ from autograder.running.sandbox.wire import Unsupported
 from autograder.intake.validate import OddValue
 
 
+# the grading process ran out of its own memory (its limit), on what the submission returned
+GRADER_OUT_OF_MEMORY = "评分程序的内存不够用了（你的代码返回的数据太大？）"
+
 class CheckFailed(Exception):
     """A check did not pass. `message` is for the student (Chinese); `details` are plain facts."""
 
@@ -126,8 +129,8 @@ class StudentCode:
                 raise StudentCodeFailed(f"内存超出限制：这份提交的所有进程加起来超出了内存预算，已被终止，"
                                         f"没有再运行 `{what}`", {"memory_exceeded": True}) from None
             if exc.kind == "grader_memory":  # the grading process's own limit, not the submission's budget
-                failure = StudentCodeFailed(f"评分程序的内存不够用了（你的代码返回的数据太大？），没能运行完 `{what}`，"
-                                            f"这一项记为未通过", {"grader_out_of_memory": True})
+                failure = StudentCodeFailed(f"{GRADER_OUT_OF_MEMORY}，没能运行完 `{what}`，这一项记为未通过",
+                                            {"grader_out_of_memory": True})
             elif exc.kind == "timeout":
                 failure = StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
                                             {"timeout_seconds": self.probe_timeout})

@@ -217,7 +217,6 @@ class Sandbox:
             self._over_memory(look=True)
             raise
         except MemoryError:
-            reply = reply_values = None  # what was read so far, freed
             memory_pressure.note()
             self._broken_stream()
             raise GraderOutOfMemory("the grading process ran out of memory on this request's data") from None
