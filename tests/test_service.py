@@ -170,11 +170,16 @@ def upload_in_browser(tab, notebook: Path, assignment: str) -> None:
 
 
 def wait_in_browser(tab, timeout: float = 240) -> str:
-    """The attempt's page, refreshing itself, until it shows the verdict."""
+    """The attempt's page, refreshing itself, until it shows the verdict: read only once the browser has parsed the
+    whole page (read mid-load, the text may end at the verdict, before the budget line below it)."""
     deadline = time.monotonic() + timeout
     while True:
-        text = browser_text(tab)
-        if "练习得分" in text or "没能评分" in text:
+        try:
+            loaded = tab.evaluate("document.readyState === 'complete' ? document.body.innerText : ''")
+        except BrowserError:
+            loaded = ""
+        text = loaded or browser_text(tab)
+        if loaded and ("练习得分" in text or "没能评分" in text):
             return text
         assert time.monotonic() < deadline, text
         time.sleep(0.5)
