@@ -17,8 +17,8 @@ STUDENT_IDS = ("alice", "2024012345")
 
 # A fixed course secret for the tests: the grader then writes no .autograde-secret into the checkout.
 os.environ.setdefault("AUTOGRADE_SECRET", "test-course-secret")
-# One grading worker per run unless a test passes --workers (or workers=): two test workers already fill the
-# machine's two cores, and each extra grading worker only adds its start-up (torch, pytest, a warm sandbox parent).
+# One grading worker per run unless a test passes --workers (or workers=): the test workers already fill the
+# machine's cores, and each extra grading worker only adds its start-up (torch, pytest, a warm sandbox parent).
 os.environ.setdefault("AUTOGRADE_WORKERS", "1")
 
 
@@ -64,32 +64,34 @@ def pytest_terminal_summary(terminalreporter):
 
 # --- scheduling on xdist's workers (scripts/dev.sh test: --dist loadfile --no-loadscope-reorder) --------------
 # What runs where and in what order, never what a test checks. A test file stays on one worker (its fixtures are
-# shared); the files start longest first (about these seconds on a quiet 2-core machine, from `--durations`; a file
-# not listed counts 1 s a test), so that no long file starts last while the other worker idles (xdist's own order
-# is by number of tests, which put the heaviest single-test files last). pytest-xdist 3.8's `loadgroup` does not
+# shared); the files start longest first (about these seconds each, measured in a whole run of the suite on the
+# 2-core machine; a file not listed counts 1 s a test), so that no long file starts last while the others idle
+# (xdist's own order is by number of tests, which put the heaviest single-test files last). pytest-xdist 3.8's `loadgroup` does not
 # group under pytest 9 (its "@group" suffix on the node id is lost), so the unit is the file.
 SECONDS = {
-    "tests/test_cell_skipping.py": 520,
-    "tests/test_hostile.py": 390,
-    "tests/test_nbgrader_interop.py": 350,
-    "tests/test_cli.py": 330,
-    "tests/test_service.py": 210,
-    "tests/test_student_check.py": 160,
-    "tests/test_scale.py": 150,
-    "tests/test_exchange_roundtrip.py": 110,
-    "tests/test_bounds.py": 110,
-    "tests/test_readme_workflow.py": 110,
-    "tests/test_class_workflow.py": 100,
-    "tests/test_diagnosis_coverage.py": 90,
-    "tests/test_notebooks_execute.py": 90,
-    "tests/test_assignment_record.py": 70,
-    "tests/test_precision_named.py": 60,
-    "tests/test_self_checks_sound.py": 60,
-    "tests/test_release.py": 50,
-    "tests/test_isolation.py": 50,
-    "tests/test_hostile_cli.py": 45,
-    "tests/test_cli_usage.py": 30,
-    "tests/test_interface_mutations.py": 25,
+    "tests/test_cell_skipping.py": 335,
+    "tests/test_hostile.py": 235,
+    "tests/test_nbgrader_interop.py": 115,
+    "tests/test_bounds.py": 100,
+    "tests/test_service.py": 95,
+    "tests/test_cli.py": 95,
+    "tests/test_precision_named.py": 80,
+    "tests/test_self_checks_sound.py": 55,
+    "tests/test_scale.py": 55,
+    "tests/test_hostile_cli.py": 50,
+    "tests/test_readme_workflow.py": 50,
+    "tests/test_notebooks_execute.py": 50,
+    "tests/test_class_workflow.py": 45,
+    "tests/test_isolation.py": 45,
+    "tests/test_exchange_roundtrip.py": 40,
+    "tests/test_student_check.py": 35,
+    "tests/test_diagnosis_coverage.py": 30,
+    "tests/test_release.py": 30,
+    "tests/test_worker_stall.py": 25,
+    "tests/test_assignment_record.py": 20,
+    "tests/test_grading.py": 20,
+    "tests/test_fuzz.py": 20,
+    "tests/test_interface_mutations.py": 20,
     "tests/test_localisation.py": 20,
 }
 
