@@ -8,6 +8,11 @@ from pathlib import Path
 
 from autograder import REPO_ROOT
 
+# `c.Autograde.allow_unsandboxed_nbgrader = True` in nbgrader_config.py lets nbgrader's own Autograde run student code
+# with no sandbox (autograder.recording.nbgrader_guard); a setting of c.Autograde that reading the course's settings
+# accepts (autograder.intake.handin). Here, where both read it without importing nbconvert.
+UNSANDBOXED_NBGRADER_FLAG = "allow_unsandboxed_nbgrader"
+
 SECRET_ENV = "AUTOGRADE_SECRET"
 SECRET_FILE = ".autograde-secret"
 

@@ -386,7 +386,9 @@ def test_a_blank_student_id_is_a_bad_submission_and_an_unknown_student_is_said_t
 
 
 # The run that records the grades imports none of what grading needs (autograder.jobs.worker grades): the
-# catalogue, the hand answers and nbgrader's gradebook API come without torch, pytest or nbgrader's Jupyter server.
+# catalogue, the hand answers and nbgrader's gradebook API come without torch, pytest or nbgrader's Jupyter server;
+# nor nbconvert (the course's c.Autograde settings are checked against a table) nor alembic (a new gradebook's
+# migration head is read off nbgrader's scripts).
 RECORDING_PROCESS = """
 import json, sys
 from autograder.cli import app
@@ -394,7 +396,7 @@ try:
     app(sys.argv[1:], prog_name="autograde")
 except SystemExit as exit_:
     code = exit_.code
-heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "pytest", "jupyter_server")
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "pytest", "jupyter_server", "nbconvert", "alembic")
                or m.startswith("nbgrader.server_extensions"))
 print(json.dumps({"code": code, "heavy": heavy}))
 """
@@ -404,7 +406,9 @@ def test_the_recording_process_imports_neither_torch_nor_pytest_nor_nbgraders_se
     course = make_course(tmp_path / "course")
     out = course / "out"
     for args in (["grade", "rmsnorm", "--submissions", str(course / "submitted"), "--out", str(out), "--workers", "1",
-                  *FAST], ["report", "--out", str(out), "--course", str(course)]):
+                  *FAST], ["report", "--out", str(out), "--course", str(course)],
+                 ["grade", "rmsnorm", "--submissions", str(course / "submitted"), "--out", str(tmp_path / "new"),
+                  "--gradebook", str(tmp_path / "new.db"), "--workers", "1", *FAST]):  # a new gradebook
         done = subprocess.run([sys.executable, "-c", RECORDING_PROCESS, *args], capture_output=True, text=True,
                               cwd=course, timeout=600)
         seen = json.loads(done.stdout.strip().splitlines()[-1])

@@ -40,3 +40,54 @@ def test_a_gradebook_an_older_autograde_wrote_gets_the_cells_and_comments_nbgrad
         assert {c.name for c in submitted.comments} == solutions
         assert {g.name for g in submitted.grades} == {p.grade_id for p in assignment.parts}
         assert all(sources[name].source == "" or "BEGIN SOLUTION" not in sources[name].source for name in sources)
+
+
+# --- the migration head a new gradebook is stamped with, read off nbgrader's scripts ---------------------------
+
+def _alembic_heads(versions) -> list[str]:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(versions.parent))
+    return list(ScriptDirectory.from_config(config).get_heads())
+
+
+def test_the_head_read_off_nbgraders_scripts_is_alembics():
+    from autograder.recording.gradebook import _alembic_head, _alembic_script_head, _nbgrader_migrations, _read_head
+
+    versions = _nbgrader_migrations() / "versions"
+    assert _read_head(versions) is not None  # the fast path is the one taken with the nbgrader installed
+    assert _read_head(versions) == _alembic_script_head() == _alembic_head()
+    assert _alembic_heads(versions) == [_read_head(versions)]
+
+
+def _script(folder, name, revision, down, extra=""):
+    (folder / f"{name}.py").write_text(f'"""{name}"""\nrevision = {revision!r}\ndown_revision = {down!r}\n{extra}'
+                                       "\n\ndef upgrade():\n    pass\n\n\ndef downgrade():\n    pass\n")
+
+
+def test_the_head_read_off_scripts_agrees_with_alembic_or_leaves_it_to_alembic(tmp_path):
+    from autograder.recording.gradebook import _read_head
+
+    cases = {
+        "chain": [("a", None), ("b", "a"), ("c", "b")],
+        "merge": [("a", None), ("b", "a"), ("c", "a"), ("m", ("b", "c"))],
+        "two heads": [("a", None), ("b", "a"), ("c", "a")],
+        "labels": [("a", None), ("b", "a", "branch_labels = ('x',)")],
+        "depends": [("a", None), ("b", "a"), ("c", "a", "depends_on = 'b'")],
+        "computed": [("a", None), ("b", "a", "down_revision = 'a'.upper().lower()")],
+        "missing down": [("b", "a")],
+    }
+    for name, scripts in cases.items():
+        versions = tmp_path / name.replace(" ", "_") / "versions"
+        versions.mkdir(parents=True)
+        for n, (revision, down, *extra) in enumerate(scripts):
+            _script(versions, f"r{n}_{revision}", revision, down, *extra)
+        read = _read_head(versions)
+        if name in ("chain", "merge"):
+            assert read == {"chain": "c", "merge": "m"}[name]
+        if read is not None:
+            assert _alembic_heads(versions) == [read], name
+        else:
+            assert name in ("two heads", "labels", "depends", "computed", "missing down"), name

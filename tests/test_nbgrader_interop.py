@@ -472,3 +472,19 @@ def test_the_course_config_puts_the_guard_before_nbgraders_own_autograde_steps()
 
     listed = load_course_config(REPO_ROOT).Autograde.autograde_preprocessors
     assert [import_item(p) for p in listed] == [RefuseUnsandboxed, *Autograde.class_traits()["autograde_preprocessors"].default()]
+
+
+def test_the_autograde_settings_known_per_nbgrader_version_are_nbgraders_own():
+    """Reading the course's settings takes c.Autograde's nbgrader settings from a table (no nbconvert import before
+    the workers start): the installed nbgrader must have its entry, equal to what its Autograde class says."""
+    from importlib import metadata
+
+    from nbgrader.converters.autograde import Autograde
+
+    from autograder.intake import handin
+
+    version = metadata.version("nbgrader")
+    assert version in handin.NBGRADER_AUTOGRADE_KEYS, f"add nbgrader {version}'s Autograde settings to the table"
+    assert handin.NBGRADER_AUTOGRADE_KEYS[version] == set(Autograde.class_trait_names(config=True))
+    assert handin._nbgrader_autograde_keys() == set(Autograde.class_trait_names(config=True)) | {
+        "allow_unsandboxed_nbgrader"}

@@ -8,12 +8,14 @@ submission's autograded/ folder is removed by nbgrader's failure handling; the n
 again). `c.Autograde.allow_unsandboxed_nbgrader = True` in nbgrader_config.py lets nbgrader's Autograde run as
 nbgrader has it (its kernel, no sandbox); the next `autograde grade` puts our scores back.
 
-Imported by nbgrader's process: nothing here imports more than nbconvert (it is nbgrader's own dependency).
+Imported by nbgrader's process: nothing here imports more than nbconvert (it is nbgrader's own dependency) and
+autograder.course (no third-party import).
 """
 
 from nbconvert.preprocessors import Preprocessor
 
-FLAG = "allow_unsandboxed_nbgrader"
+from autograder.course import UNSANDBOXED_NBGRADER_FLAG as FLAG
+
 SECTION = "Autograde"
 MESSAGE = ("nbgrader's Autograde is turned off on this course: it would run the student's code with no sandbox. "
            "Grade with `autograde grade` (it runs student code only in its sandbox and writes the scores into this "
