@@ -57,6 +57,9 @@ class Assignment:
     # sources of the code cells tagged "autograde": {"not_for_grading": true} (demo and plot cells; see
     # autograder.intake.skipping): a submitted cell left byte-identical to one of them need not run
     not_for_grading: frozenset[str] = frozenset()
+    # sources of every code cell of the source notebook (the instructor's text): a submitted cell left byte-identical
+    # to one has its name analysis (autograder.intake.skipping) computed once per process, not once per submission
+    instructor_code: frozenset[str] = frozenset()
 
     @property
     def has_hand(self) -> bool:
@@ -148,7 +151,7 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
         raise AssignmentRecordError(f"{source}: 'hand_parts' names {sorted(set(hand) - part_ids)}, which are not "
                                     f"graded parts of the notebook (the parts: {', '.join(p.grade_id for p in parts)})")
     return Assignment(assignment_id, source, tuple(parts), frozenset(grade_cells), order, frozenset(hand),
-                      frozenset(demo_cells))
+                      frozenset(demo_cells), frozenset(c.source for c in nb.cells if c.cell_type == "code"))
 
 
 def all_assignments(root: Path = REPO_ROOT) -> list[Assignment]:

@@ -130,7 +130,8 @@ def prepare(path: Path, assignment: Assignment, run_all_cells: bool = False) -> 
         raw.append(source)
     prepared.all_cells = list(prepared.cells)
     if not run_all_cells and assignment.not_for_grading:
-        skip = cells_to_skip([c.source for c in prepared.cells], [s in assignment.not_for_grading for s in raw])
+        skip = cells_to_skip([c.source for c in prepared.cells], [s in assignment.not_for_grading for s in raw],
+                             [s in assignment.instructor_code for s in raw])
         prepared.skipped = [prepared.cells[i].index for i in sorted(skip)]
         prepared.cells = [c for i, c in enumerate(prepared.cells) if i not in skip]
     return prepared

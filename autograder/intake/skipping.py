@@ -182,14 +182,23 @@ def _tagged(source: str) -> tuple[frozenset, CellUses]:
     return frozenset(CellNames(source).stores), CellUses(source)
 
 
+@functools.lru_cache(maxsize=1024)
+def _instructors(source: str) -> CellUses:
+    """How a cell that is byte-identical to one of the instructor's code cells uses names (cached: such cells, the
+    set-up and import cells, are most of every submission, and their analysis most of its reading time). Only the
+    instructor's text is a key here: nothing a student wrote is kept from one submission to the next."""
+    return CellUses(source)
+
+
 def reaches_names_dynamically(source: str) -> bool:
     """Any identifier of DYNAMIC in the code (as a name, an attribute, an import or inside a string, NFKC)."""
     return bool(DYNAMIC & identifiers(source))
 
 
-def cells_to_skip(sources: list[str], identical: list[bool]) -> set[int]:
+def cells_to_skip(sources: list[str], identical: list[bool], instructors: list[bool] | None = None) -> set[int]:
     """The positions (in `sources`, the code that would run, cell by cell in order) of the cells that need not run;
-    `identical[i]`: cell i as submitted is byte-identical to a tagged cell of the source notebook.
+    `identical[i]`: cell i as submitted is byte-identical to a tagged cell of the source notebook; `instructors[i]`
+    (optional): to any code cell of it (its analysis is then cached: the same answer, computed once).
 
     Linear in the size of the code: a candidate is dropped (it runs) the first time a name it assigns is used
     later or below it; each candidate is dropped at most once, each running cell read once."""
@@ -211,7 +220,12 @@ def cells_to_skip(sources: list[str], identical: list[bool]) -> set[int]:
     pending = [i for i in range(len(sources)) if i not in candidates]  # cells that run, not yet taken in
     while pending:
         i = pending.pop()
-        uses = _tagged(sources[i])[1] if identical[i] else CellUses(sources[i])
+        if identical[i]:
+            uses = _tagged(sources[i])[1]
+        elif instructors is not None and instructors[i]:
+            uses = _instructors(sources[i])
+        else:
+            uses = CellUses(sources[i])
         if uses.all & DYNAMIC:
             return set()
         dropped = []
