@@ -100,3 +100,37 @@ def test_wire_refuses_lying_headers():
         wire.decode({"$tensor": 0, "dtype": "float32", "shape": [10**6]}, [b"\0" * 4 * 10**6], 1000)
     with pytest.raises(wire.WireError):
         wire.decode({"$pickle": "gASV..."}, [], 10)
+
+
+def test_the_cached_analysis_of_the_instructors_cells_decides_as_the_analysis_itself(tmp_path):
+    """The reading's fast path (a cell byte-identical to one of the source notebook's code cells has its analysis
+    cached per process) decides, for every notebook of the selftest's examples and the hostile corpus, exactly what
+    the uncached analysis decides; and only the instructor's cells are its keys (nothing a student wrote is kept)."""
+    import dataclasses
+
+    from autograder.assignments import assignment_ids
+    from autograder.examples import notebook_with_edits
+    from autograder.intake import skipping
+    from autograder.tools import selftest
+    from hostile import corpus
+    from test_cell_skipping import _hostile_cases_without_the_test_s_listeners
+
+    notebooks = [(job.submission.notebook, job.submission.assignment_id) for job in selftest.plan(tmp_path / "ex")]
+    for case in _hostile_cases_without_the_test_s_listeners():
+        path = tmp_path / "hostile" / case.name / f"{corpus.ASSIGNMENT}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(notebook_with_edits(corpus.ASSIGNMENT, list(case.edits), list(case.cells)), path)
+        notebooks.append((path, corpus.ASSIGNMENT))
+    assert len(notebooks) >= 250
+    skipping._instructors.cache_clear()
+    some_skipped = 0
+    for path, assignment_id in notebooks:
+        assignment = load_assignment(assignment_id)
+        fast = prepare(path, assignment)
+        slow = prepare(path, dataclasses.replace(assignment, instructor_code=frozenset()))
+        assert (fast.cells, fast.skipped, fast.all_cells) == (slow.cells, slow.skipped, slow.all_cells), path
+        some_skipped += bool(fast.skipped)
+    assert some_skipped >= len(notebooks) // 2
+    info = skipping._instructors.cache_info()
+    assert info.hits > 3 * len(notebooks)  # the fast path is the one taken (about 5 cells a notebook)
+    assert info.currsize <= sum(len(load_assignment(a).instructor_code) for a in assignment_ids())
