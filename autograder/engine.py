@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import torch
+
 from autograder import __version__
 from autograder.assignments import Assignment, has_hand, load_assignment
 from autograder.checks.plugin import CheckContext, CheckOutcome, GradingPlugin, run_pytest
@@ -134,6 +136,11 @@ class Grader:
 
     def __init__(self, options: GradingOptions, zygote: Zygote | None = None):
         self.options = options
+        # the checks' own torch work (the references, the comparisons) on one thread, as in a worker process
+        # (jobs.executors.WORKER_ENV), wherever the grading runs (`autograde selftest`, a test, a caller's
+        # process): the same figures everywhere, and no idle OpenMP thread spinning for a core the sandboxes need
+        # (on a busy machine that spinning cost 4x the grader's own CPU and doubled the time of a batch)
+        torch.set_num_threads(1)
         self.secret = options.secret or course_secret(options.root)
         self.environment = environment.locate()
         self.tier = tiers.choose(options.tier, options.allow_weak_sandbox)

@@ -6,10 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from autograder import REPO_ROOT
+# One OpenMP thread for torch in the test processes and everything they start (kernels, nbgrader, the grader's
+# processes), as the grading workers have (autograder.jobs.executors.WORKER_ENV): three test workers on two cores
+# with two spinning OpenMP threads each spent most of their CPU waiting for a thread the other processes had
+# descheduled. Set before anything imports torch (it reads these once).
+for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
 
-from autograder.recording import gradebook
-from autograder.assignments import assignment_ids
+from autograder import REPO_ROOT  # noqa: E402
+
+from autograder.recording import gradebook  # noqa: E402
+from autograder.assignments import assignment_ids  # noqa: E402
 
 ASSIGNMENTS = assignment_ids()
 

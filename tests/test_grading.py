@@ -90,3 +90,20 @@ def test_parts_match_the_source_notebook(graded):
     spec = load_assignment(assignment_id)
     result = results["reference:" + STUDENT_IDS[0]]
     assert [(p.grade_id, p.max_score) for p in result.parts] == [(p.grade_id, p.points) for p in spec.parts]
+
+
+def test_the_grader_computes_on_one_thread_as_its_workers_do():
+    """In-process grading (`autograde selftest`, these tests) runs the checks' torch work on one thread, as a
+    worker process does (its OMP_NUM_THREADS=1): the same figures wherever a submission is graded."""
+    import torch
+
+    from autograder.engine import Grader
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        grader = Grader(GradingOptions(limits=TEST_LIMITS))
+        grader.close()
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
