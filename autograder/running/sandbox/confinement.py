@@ -211,22 +211,65 @@ def drop_to(libc, uid):
 
 
 _KEYCTL = {"x86_64": 250, "aarch64": 219}
-_KEYCTL_CLEAR, _KEYCTL_LINK, _KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING = 7, 8, -4, -5
+_KEYCTL_GET_KEYRING_ID, _KEYCTL_DESCRIBE, _KEYCTL_CLEAR, _KEYCTL_LINK, _KEYCTL_READ, _KEYCTL_INVALIDATE = 0, 6, 7, 8, 11, 21
+_KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING = -4, -5
+_MAX_KEYS = 4096  # more than a uid's key quota (200 by default: /proc/sys/kernel/keys/maxkeys)
+
+
+def _keyctl(libc, nr, *args):
+    return libc.syscall(ctypes.c_long(nr), *(ctypes.c_long(a) for a in args))
+
+
+def _keys_in(libc, nr, keyring):
+    """The ids a keyring links (KEYCTL_READ of a keyring: an array of 32-bit ids); [] when it cannot be read."""
+    size = 4 * 256
+    for _ in range(2):  # the second read with room for all of them (a ring past _MAX_KEYS: its first _MAX_KEYS)
+        buf = ctypes.create_string_buffer(size)
+        n = _keyctl(libc, nr, _KEYCTL_READ, keyring, ctypes.addressof(buf), size)
+        if n < 0:
+            return []
+        if n <= size:
+            break
+        size = min(n, 4 * _MAX_KEYS)
+    n = min(n, size)
+    return [int.from_bytes(buf.raw[i:i + 4], "little", signed=True) for i in range(0, n - n % 4, 4)]
+
+
+def _is_keyring(libc, nr, key):
+    buf = ctypes.create_string_buffer(4096)
+    n = _keyctl(libc, nr, _KEYCTL_DESCRIBE, key, ctypes.addressof(buf), 4096)
+    return 0 < n <= 4096 and buf.raw[:n].split(b";", 1)[0] == b"keyring"
 
 
 def clear_key_rings(libc):
     """Empty the uid's user and user-session key rings (kept by the kernel per uid, across sandboxes): what a
     sandbox of an older grader, or anything else on the machine run as this uid, left there is gone before
-    the student's code runs (this sandbox's seccomp filter then refuses every key-ring call)."""
+    the student's code runs (this sandbox's seccomp filter then refuses every key-ring call).
+
+    Unlinking alone is not enough: a key unlinked from every ring lives on until the kernel's key collector runs,
+    and meanwhile anyone whose permissions allow finds it by its id in /proc/keys and reads it. So every key the
+    two rings reach (nested rings too) is invalidated first: unreadable at once, collected soon after."""
     nr = _KEYCTL.get(os.uname().machine)
     if nr is None:
         return
     libc.syscall.restype = ctypes.c_long
+    user_ring = _keyctl(libc, nr, _KEYCTL_GET_KEYRING_ID, _KEY_SPEC_USER_KEYRING, 0)
+    session_ring = _keyctl(libc, nr, _KEYCTL_GET_KEYRING_ID, _KEY_SPEC_USER_SESSION_KEYRING, 0)
+    found, todo = [], [_KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING]
+    seen = {user_ring, session_ring}
+    while todo and len(seen) < _MAX_KEYS:  # every key the two rings reach, nested rings read before any is touched
+        for key in _keys_in(libc, nr, todo.pop()):
+            if key not in seen:
+                seen.add(key)
+                found.append(key)
+                if _is_keyring(libc, nr, key):
+                    todo.append(key)
+    for key in reversed(found):  # the innermost first
+        _keyctl(libc, nr, _KEYCTL_INVALIDATE, key)
     for ring in (_KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING):
-        libc.syscall(ctypes.c_long(nr), ctypes.c_long(_KEYCTL_CLEAR), ctypes.c_long(ring))
+        _keyctl(libc, nr, _KEYCTL_CLEAR, ring)
     # as the kernel makes them: the user-session ring links the user ring (the uid's other processes possess it)
-    libc.syscall(ctypes.c_long(nr), ctypes.c_long(_KEYCTL_LINK), ctypes.c_long(_KEY_SPEC_USER_KEYRING),
-                 ctypes.c_long(_KEY_SPEC_USER_SESSION_KEYRING))
+    _keyctl(libc, nr, _KEYCTL_LINK, _KEY_SPEC_USER_KEYRING, _KEY_SPEC_USER_SESSION_KEYRING)
 
 
 def set_limits(limits):
