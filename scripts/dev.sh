@@ -158,7 +158,8 @@ case "${1:-}" in
         python -m ruff check --select F --no-cache autograder solutions tests benchmarks scripts
         # three test workers on two cores: much of the suite waits (timeouts of hostile cases, sandboxes and
         # servers starting, browsers), about 12% of the CPU stayed idle with two; measured 893 s with two, 850 s
-        # with three. A test file stays on one worker, its fixtures shared; the longest files start first
+        # with three (on a slower machine, one OpenMP thread per test process: 1040 s with two, 1083 s with three,
+        # within a run's spread). A test file stays on one worker, its fixtures shared; the longest files start first
         # (tests/conftest.py); the slowest tests are listed at the end. A test (its fixtures included) that runs
         # past 15 minutes fails with its stack (pytest-timeout), and the run goes on: a hang costs one test, never
         # the run (the longest test takes about 4 minutes on a quiet 2-core machine)
