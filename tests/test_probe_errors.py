@@ -132,3 +132,22 @@ def test_a_type_name_the_student_chose_is_not_shown():
     assert describe_value(Unsupported("numpy.ndarray")) == "numpy.ndarray"
     assert describe_value(Unsupported("__main__.one_point_two_five")) == UNKNOWN_OTHER_TYPE
     assert describe_value([1]) == "list"
+
+
+def test_a_probe_seeds_torchs_generator_as_torch_manual_seed_0_does_whatever_a_cell_rebinds():
+    """Every probe starts from the global generator seeded with 0 (a module the student's __init__ draws is the same
+    every probe): the CPU generator itself, held by the probe server before any cell runs, so that a cell rebinding
+    torch.manual_seed changes nothing of it."""
+    from autograder.running.sandbox import probe_server, wire
+
+    runner = probe_server.Runner(torch, wire, {})
+    torch.manual_seed(0)
+    expected = torch.randn(5)
+    real = torch.manual_seed
+    try:
+        runner.exec_cell({"source": "import torch\ntorch.manual_seed = lambda seed: None\n_ = torch.randn(3)\n"
+                                    "def draw():\n    return torch.randn(5)", "cell": 1, "timeout": 10.0}, {})
+        drawn = runner.call({"name": "draw", "timeout": 10.0}, {})
+    finally:
+        torch.manual_seed = real
+    assert torch.equal(drawn, expected)

@@ -95,6 +95,11 @@ class Runner:
     def __init__(self, torch, wire, limits):
         self.torch, self.wire, self.limits = torch, wire, limits
         self.namespace = {"__name__": "__main__", "__builtins__": builtins}
+        # Each probe starts from torch's global generator seeded with 0. The CPU generator itself, taken before any
+        # cell runs: torch.manual_seed would also queue a seed for every lazily initialised device (CUDA, XPU, MTIA),
+        # formatting the whole call stack each time (a sandbox has none of those devices: the same draws), and a
+        # cell could rebind torch.manual_seed.
+        self.seed = torch.default_generator.manual_seed
 
     def lookup(self, name):
         if name not in self.namespace:
@@ -112,7 +117,7 @@ class Runner:
         fn = self.lookup(header["name"])
         args = [self.materialise(a) for a in values.get("args", [])]
         kwargs = {k: self.materialise(v) for k, v in values.get("kwargs", {}).items()}
-        self.torch.manual_seed(0)
+        self.seed(0)
         repeat = int(header.get("repeat", 1))
         if repeat == 1:
             return _with_timeout(header["timeout"], fn, *args, **kwargs)
@@ -159,7 +164,7 @@ class Runner:
         def remaining():
             return max(timeout - (time.monotonic() - start), 0.001)
 
-        torch.manual_seed(0)
+        self.seed(0)
         module, load = _with_timeout(remaining(), self.build_module, header["class"], values.get("init_args", []),
                                      values.get("init_kwargs", {}), header.get("dtype"), values.get("state_dict"))
         result = {"load": load, "param_shapes": {k: list(v.shape) for k, v in module.state_dict().items()}}
