@@ -9,6 +9,7 @@ are drawn in another order). No kernel: the cells run in one namespace, as "Run 
 
 import ast
 import contextlib
+import functools
 import io
 import itertools
 import os
@@ -20,6 +21,31 @@ import nbformat
 import torch
 
 SEED_CALL = re.compile(r"torch\.manual_seed\(\s*\d+\s*\)")
+
+
+@functools.lru_cache(maxsize=8192)
+def compiled(source: str, name: str):
+    """A cell's code object, compiled once: the same seeds' cells run again for every example and creation order."""
+    return compile(source, name, "exec")
+
+
+def cpu_manual_seed(seed):
+    """torch.manual_seed as it acts on a CPU-only build (what these runs have): the CPU generator seeded. torch's own
+    also queues the seed for every device not initialised yet (CUDA, XPU, MTIA), formatting the caller's whole stack
+    each time: under pytest that was most of this harness's time. Same state, same draws
+    (tests/test_self_checks_sound.py checks it)."""
+    return torch.default_generator.manual_seed(int(seed))
+
+
+@contextlib.contextmanager
+def cpu_seeding():
+    """torch.manual_seed is cpu_manual_seed while the cells run (restored after)."""
+    original = torch.manual_seed
+    torch.manual_seed = cpu_manual_seed
+    try:
+        yield
+    finally:
+        torch.manual_seed = original
 
 
 def nbgrader(cell) -> dict:
@@ -101,8 +127,8 @@ class NotebookRun:
 
     @staticmethod
     def _exec(source: str, name: str, namespace: dict):
-        with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(source, name, "exec"), namespace)
+        with contextlib.redirect_stdout(io.StringIO()), cpu_seeding():
+            exec(compiled(source, name), namespace)
 
     def grade_cells(self) -> list[tuple[str, str]]:
         return [(nbgrader(c)["grade_id"], c.source) for c in self.nb.cells if is_grade_cell(c)]
@@ -112,8 +138,8 @@ class NotebookRun:
         defines does not leak into the next run); the students' code it calls sees the notebook's namespace."""
         namespace = dict(self.namespace)
         try:
-            with contextlib.redirect_stdout(io.StringIO()) as out:
-                exec(compile(source, name, "exec"), namespace)
+            with contextlib.redirect_stdout(io.StringIO()) as out, cpu_seeding():
+                exec(compiled(source, name), namespace)
         except Exception as error:  # noqa: BLE001 -- a self-check that raises anything rejects the answer
             return f"{type(error).__name__}: {error}"
         if "✅" not in out.getvalue():

@@ -11,7 +11,7 @@ import random
 import pytest
 import torch
 
-from self_checks import NotebookRun, student_env, with_seeds
+from self_checks import NotebookRun, cpu_manual_seed, cpu_seeding, student_env, with_seeds
 from autograder.assignments import assignment_ids
 from autograder.examples import alternatives, notebook_with_edits
 
@@ -123,3 +123,19 @@ def test_the_old_qk_norm_self_check_is_caught_rejecting_the_reference():
     by_order = [f for f in failures if "created in order" in f]
     assert by_seed and by_order, failures[:3]
     assert all(QK_NORM_HINT in f for f in failures)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 42, 987654, 2**40 + 3])
+def test_the_harness_seeds_the_generator_as_torch_manual_seed_does(seed):
+    """The cells run with cpu_manual_seed in place of torch.manual_seed (self_checks.cpu_seeding): the same generator
+    state and the same draws, the same object returned, and torch's own function back afterwards."""
+    original = torch.manual_seed
+    returned = torch.manual_seed(seed)
+    state, draws = torch.get_rng_state(), torch.randn(6)
+    torch.manual_seed(seed + 1)
+    with cpu_seeding():
+        assert torch.manual_seed is cpu_manual_seed
+        assert torch.manual_seed(seed) is returned
+        assert torch.equal(torch.get_rng_state(), state) and torch.equal(torch.randn(6), draws)
+    assert torch.manual_seed is original
+
