@@ -253,7 +253,10 @@ def test_resume_after_kill_9_gives_identical_results_and_gradebook(tmp_path):
     clean = tmp_path / "clean"
     shutil.copytree(course, clean)
 
-    cmd = [sys.executable, "-m", "autograder.cli", "grade", "rmsnorm", "--submissions", "SUB", "--out", "OUT", *FAST]
+    # a cell 4 s (the honest cells take milliseconds): the endless loop, graded last and twice a run (skipping, then
+    # every cell), keeps the killed run going past the kill either way
+    cmd = [sys.executable, "-m", "autograder.cli", "grade", "rmsnorm", "--submissions", "SUB", "--out", "OUT",
+           "--cell-timeout", "4", "--probe-timeout", "8"]
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     args = [a.replace("SUB", str(course / "submitted")).replace("OUT", str(course / "out")) for a in cmd]
     seed = int(os.environ.get("AUTOGRADE_KILL_SEED", random.randrange(2**32)))
