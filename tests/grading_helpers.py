@@ -11,12 +11,9 @@ from autograder.running.sandbox.process import Limits
 # Small budgets: hostile cases cost seconds, not minutes.
 TEST_LIMITS = Limits(cell_timeout=8.0, probe_timeout=8.0, startup_timeout=60.0, grace=2.0,
                      memory_bytes=3 * 1024**3, cpu_seconds=120)
-# Smaller still for the hostile corpus (a dozen endless loops and sleeps per tier, each paid twice where a failing
-# result is graded again with every cell): a cell 3 s, where the corpus's cells that end take at most 0.5 s alone
-# (all 2,000 of the flood's cells together, a walk of the disk, the memory hog's children); a probe 5 s, where the
-# 4-million-number hand answer takes 2 s to read back. All of a submission's processes together: 1 GiB (a
-# multi-process memory hog then fits the machine).
-HOSTILE_LIMITS = replace(TEST_LIMITS, cell_timeout=3.0, probe_timeout=5.0, grace=1.0, submission_memory_bytes=1024**3)
+# Smaller still for the hostile corpus (a dozen endless loops per tier); an honest cell or probe takes < 0.5 s.
+# All of a submission's processes together: 1 GiB (a multi-process memory hog then fits the machine).
+HOSTILE_LIMITS = replace(TEST_LIMITS, cell_timeout=5.0, probe_timeout=5.0, grace=1.0, submission_memory_bytes=1024**3)
 
 
 def edited_notebook(assignment_id: str, edits, out: Path, base: Path | None = None,
