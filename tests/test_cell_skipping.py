@@ -324,10 +324,9 @@ def _graded_both_ways(course_root: Path, out: Path) -> tuple[dict, dict, int]:
     from autograder.tools.demo.run import DEMO_LIMITS
 
     runs = {}
-    # one grading worker: the test workers fill the cores already, and each more pays its start (torch, a warm sandbox)
     for run_all in (False, True):
         summary = run_grading(RunOptions(assignments=["all"], submissions=course_root / "submitted",
-                                         out=out / f"run-all-{run_all}", workers=1, run_all_cells=run_all,
+                                         out=out / f"run-all-{run_all}", workers=2, run_all_cells=run_all,
                                          **DEMO_LIMITS))
         runs[run_all] = {(r.student_id, r.assignment_id): r for r in summary.results}
     # skipped: kept (a clean result with the demo cells skipped) or tried first and graded again with every cell
