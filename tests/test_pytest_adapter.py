@@ -1,15 +1,17 @@
 """The check runner's two pieces of pytest (autograder.checks.pytest_adapter) still work as the runner uses them.
 
 The runner (autograder/checks/plugin.py) reruns a collected item with `runtestprotocol(item, log=False,
-nextitem=None)` once per submission and builds its own `TestReport` positionally in
-`pytest_runtest_makereport`. If a pytest release changes either, this test fails before a grading run does.
+nextitem=...)` once per submission (nextitem: another check of the same module, so that only the check's own node
+is torn down; `teardown_all` ends the rest after the submission's last check) and builds its own `TestReport`
+positionally in `pytest_runtest_makereport`. If a pytest release changes any of them, this test fails before a
+grading run does.
 """
 
 import inspect
 
 import pytest
 
-from autograder.checks.pytest_adapter import TestReport, runtestprotocol
+from autograder.checks.pytest_adapter import TestReport, runtestprotocol, teardown_all
 
 
 def test_the_adapter_exports_pytests_own_objects():
@@ -18,6 +20,7 @@ def test_the_adapter_exports_pytests_own_objects():
     assert TestReport is pytest.TestReport
     assert runtestprotocol is _pytest.runner.runtestprotocol
     assert list(inspect.signature(runtestprotocol).parameters) == ["item", "log", "nextitem"]
+    assert list(inspect.signature(_pytest.runner.SetupState.teardown_exact).parameters) == ["self", "nextitem"]
     assert list(inspect.signature(TestReport).parameters)[:10] == [
         "nodeid", "location", "keywords", "outcome", "longrepr", "when", "sections", "duration", "start", "stop"]
 
@@ -63,3 +66,53 @@ def test_an_item_runs_again_and_again_with_the_runners_own_reports(tmp_path):
         assert [when for when, _ in reports] == ["setup", "call", "teardown"]
         expected = "passed" if name == "test_passes" else "failed"
         assert dict(reports)["call"] == expected
+
+
+def test_with_a_sibling_as_nextitem_each_check_ends_its_own_fixtures_and_teardown_all_ends_the_module(tmp_path):
+    """As the runner grades: every check's fixtures (function scope) are made fresh and finalized after it, even
+    though the module stays set up between two checks of one submission; `teardown_all` finalizes the module after
+    the submission's last check, so nothing set up for one submission is there for the next."""
+    (tmp_path / "test_sibling_sample.py").write_text(
+        "import pytest\n"
+        "events = []\n"
+        "@pytest.fixture(scope='module')\n"
+        "def module_level():\n"
+        "    events.append('module up')\n"
+        "    yield\n"
+        "    events.append('module down')\n"
+        "@pytest.fixture\n"
+        "def fresh(module_level):\n"
+        "    box = []\n"
+        "    events.append('fresh up')\n"
+        "    yield box\n"
+        "    events.append('fresh down %d' % len(box))\n"
+        "def test_a(fresh):\n"
+        "    fresh.append(1)\n"
+        "    assert fresh == [1]\n"
+        "def test_b(fresh):\n"
+        "    fresh.append(2)\n"
+        "    assert fresh == [2]\n")
+    outcomes, events = [], []
+
+    class Runner:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtestloop(self, session):
+            items = session.items
+            assert len(items) == 2, 'the sample module was not collected'
+            for _ in range(2):  # two "submissions"
+                for item in items:
+                    item._initrequest()
+                    sibling = items[1] if item is items[0] else items[0]
+                    outcomes.append([r.outcome for r in runtestprotocol(item, log=False, nextitem=sibling)])
+                events.append(list(item.module.events))
+                teardown_all(session)
+                events.append(list(item.module.events))
+                item.module.events.clear()
+            return True
+
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path / "test_sibling_sample.py")],
+                       plugins=[Runner()])
+    assert code == 0
+    assert outcomes == [["passed"] * 3] * 4
+    during = ["module up", "fresh up", "fresh down 1", "fresh up", "fresh down 1"]
+    assert events == [during, during + ["module down"]] * 2

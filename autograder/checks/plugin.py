@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from autograder.checks import DIAGNOSIS_RAISED, PrecisionNamed, take_diagnosis_crashes, without_diagnosis
-from autograder.checks.pytest_adapter import TestReport, runtestprotocol
+from autograder.checks.pytest_adapter import TestReport, runtestprotocol, teardown_all
 from autograder.checks.probes import GRADER_OUT_OF_MEMORY, CheckFailed, StudentCode
 from autograder.intake.validate import bounded_tree, clipped, safe_text
 from autograder.running import memory_pressure
@@ -171,31 +171,40 @@ class GradingPlugin:
         is then shorter); if it says no (the result stands after all), the rest run as always."""
         self.context = context
         outcomes = []
+        items = self.items.get(context.assignment_id, [])
+        # between two checks of the module only the check's own node is torn down (its fixtures, all of function
+        # scope, end with it); the module and package stay set up until the end of this submission's checks
+        sibling = items[1] if len(items) > 1 else None
         try:
-            for item, spec in zip(self.items.get(context.assignment_id, []), self.specs.get(context.assignment_id, [])):
+            for item, spec in zip(items, self.specs.get(context.assignment_id, [])):
                 if names is None or spec.name in names:
+                    nextitem = sibling if item is not sibling else items[0]
                     if stop_at_failure is None:
-                        outcomes.append(self._run_item(item, spec))
+                        outcomes.append(self._run_item(item, spec, nextitem))
                         continue
                     with without_diagnosis():
-                        outcomes.append(self._run_item(item, spec))
+                        outcomes.append(self._run_item(item, spec, nextitem))
                     if not outcomes[-1].passed:
                         if stop_at_failure():
                             break
                         stop_at_failure = None
         finally:
             self.context = None
+            if items:
+                teardown_all(items[0].session)
         parts = {}
         for spec in self.specs.get(context.assignment_id, []):
             parts.setdefault(spec.grade_id, set()).add(spec.name)
         return precision_where_shown_right(outcomes, parts)
 
-    def _run_item(self, item, spec: CheckSpec) -> CheckOutcome:
+    def _run_item(self, item, spec: CheckSpec, nextitem=None) -> CheckOutcome:
+        """One check on the current context. `nextitem`: another check of the same module (its module stays set
+        up) or None (everything torn down)."""
         self._failure = None
         item._initrequest()  # fresh fixtures, as for a rerun
         take_diagnosis_crashes()  # only this check's own
         started = time.perf_counter()
-        reports = runtestprotocol(item, log=False, nextitem=None)
+        reports = runtestprotocol(item, log=False, nextitem=nextitem)
         seconds = time.perf_counter() - started
         diagnosis_crashes = take_diagnosis_crashes()
         if all(r.passed for r in reports):
