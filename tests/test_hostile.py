@@ -13,7 +13,7 @@ runs on 127.0.0.1, a folder for markers) shows any trace of the student's code.
 import json
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -66,18 +66,31 @@ def run(request, tmp_path_factory):
         for name in BASELINES:  # honest submissions before any trick ran ...
             keyed[("first", name)] = baseline_notebook(name, tmp / "subs" / f"first-{name}")
         for case in cases:
-            keyed[("case", case.name)] = submission(case, tmp / "subs" / case.name, ctx)
+            if not case.limits:
+                keyed[("case", case.name)] = submission(case, tmp / "subs" / case.name, ctx)
         keyed[("last", "reference")] = baseline_notebook("reference", tmp / "subs" / "last")  # ... and after them
+        own = {}  # the cases with limits of their own, each in a batch of its own, followed by the reference
+        for case in cases:
+            if case.limits:
+                own[case] = [submission(case, tmp / "subs" / case.name, ctx),
+                             baseline_notebook("reference", tmp / "subs" / f"after-{case.name}")]
         watched = (REPO_ROOT, course, tmp / "subs")
         before, children_before = tree_fingerprint(*watched), live_children(os.getpid())
-        results = grade_batch([Submission(path, ASSIGNMENT, STUDENT) for path in keyed.values()], options)
+        results = dict(zip(keyed, grade_batch([Submission(path, ASSIGNMENT, STUDENT) for path in keyed.values()],
+                                              options)))
+        for case, paths in own.items():
+            limits = replace(HOSTILE_LIMITS, **dict(case.limits))
+            graded = grade_batch([Submission(path, ASSIGNMENT, STUDENT) for path in paths],
+                                 replace(options, limits=limits))
+            results[("case", case.name)], results[("after", case.name)] = graded
+            keyed[("case", case.name)] = paths[0]
         alone = {c.name: grade_batch([Submission(keyed[("case", c.name)], ASSIGNMENT, STUDENT)], options)[0]
                  for c in cases if c.alone}
         after = tree_fingerprint(*watched)
         children_left = live_children(os.getpid()) - children_before
         received = list(net.received)
     changed = changed_files(before, after)
-    return TierRun(tier, ctx, dict(zip(keyed, results)), alone, changed, received, sorted(os.listdir(markers)),
+    return TierRun(tier, ctx, results, alone, changed, received, sorted(os.listdir(markers)),
                    children_left, leftover_pool_processes())
 
 
@@ -142,6 +155,9 @@ def test_honest_submissions_graded_after_every_trick_are_unchanged(run):
     assert reference.score == 10 and all(c.ok for c in reference.cells), summary(reference)
     last = run.results[("last", "reference")]
     assert last.identity() == reference.identity(), summary(last)
+    for key, after in run.results.items():  # after each case graded in a batch of its own, under its own limits
+        if key[0] == "after":
+            assert after.identity() == reference.identity(), (key, summary(after))
 
 
 def test_nothing_outside_the_scratch_directory_changed(run):
