@@ -138,3 +138,72 @@ def test_two_sandboxes_of_one_warm_parent_cannot_reach_each_other(sandbox):
         assert run(other, "ALIVE2 = 1", "ALIVE2") == 1  # the other sandbox still answers
     finally:
         other.close()
+
+
+def _descendants(root: int) -> list[int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, frontier = [], [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [p for p, parent in parents.items() if parent == pid]
+        found += children
+        frontier += children
+    return found
+
+
+def _runs_the_runner(pid: int) -> bool:
+    """A Python process of runner.py: the warm parent or a fork of it (not bwrap, whose arguments name it too)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"python" in os.path.basename(argv[0]) and any(arg.endswith(b"runner.py") for arg in argv)
+
+
+def test_the_sandbox_is_pid_1_forked_straight_from_the_warm_parent(sandbox):
+    """Where a tier gives each sandbox a PID namespace, the warm parent forks the sandbox into it as its PID 1: no
+    second fork of the ~200 MiB parent, no process in between waiting (runner.py's PidNamespaces)."""
+    tier, _ = sandbox
+    box = Sandbox(environment.locate(), tier, TEST_LIMITS)  # a warm parent of its own: only this sandbox under it
+    box.start()
+    try:
+        pid, ppid = run(box, "import os\nPIDS = (os.getpid(), os.getppid())", "PIDS")
+        root = box.zygote.process.pid  # bwrap (the warm parent under it), or the warm parent itself
+        runners = [p for p in [root, *_descendants(root)] if _runs_the_runner(p)]
+        if tier == "bubblewrap" or (tier == "landlock" and os.geteuid() == 0):
+            assert (pid, ppid) == (1, 0)  # PID 1 of its own namespace, its parent outside it
+            assert len(runners) == 2, runners  # the warm parent and the sandbox, nothing in between
+        else:  # no PID namespace: the sandbox is the warm parent's child as it always was
+            assert len(runners) == 2 and pid > 1
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize("how", ["exit", "killed"])
+def test_how_a_sandbox_ended_is_said_the_same_in_every_tier(sandbox, how):
+    """Its exit status, or the signal that killed it, whether the sandbox is the warm parent's child or PID 1 of a
+    namespace forked straight from it (whose status the warm parent gives as a waiting parent did: 128 + the
+    signal)."""
+    from autograder.running.sandbox.process import SandboxDied
+
+    tier, shared = sandbox
+    box = Sandbox(environment.locate(), tier, TEST_LIMITS, zygote=shared.zygote)
+    box.start()
+    try:
+        if how == "killed":
+            threading.Timer(0.5, lambda: box.zygote.kill(box.pid)).start()
+        source = "import os\nos._exit(3)" if how == "exit" else "import time\ntime.sleep(20)"
+        with pytest.raises(SandboxDied) as died:
+            box.request({"op": "exec_cell", "source": source, "cell": 0}, None, 30)
+        expected = "exited with status 3" if how == "exit" else "was killed by signal SIGKILL"
+        assert str(died.value) == f"the sandbox {expected}"
+    finally:
+        box.close()

@@ -281,13 +281,16 @@ def set_limits(limits):
             resource.setrlimit(getattr(resource, name), (value, value))
 
 
-def enter_namespaces(libc, spec):
+def enter_namespaces(libc, spec, in_pid_namespace=False):
     """A new session and the namespaces the tier asks for; True when a new PID namespace was entered (the next
-    process forked is then its PID 1)."""
+    process forked is then its PID 1). `in_pid_namespace`: this process was forked as PID 1 of a new one already
+    (runner.py's `_spawn`), so none is entered here."""
     os.setsid()
     flags = 0
     for name in spec.get("namespaces", []):
         flags |= NAMESPACE_FLAGS[name]
+    if in_pid_namespace:
+        flags &= ~_CLONE_NEWPID
     if flags:
         _libc_call(libc.unshare(flags), "unshare")
     return bool(flags & _CLONE_NEWPID)

@@ -32,8 +32,10 @@ else:  # run as a script: `python -I` leaves the script's own folder off sys.pat
 # drops to its pool uid without capabilities, sets its limits and only then reads the first cell.
 
 
-def _child(torch, wire, spec, fd_in, fd_out, report_fd, cgroup_fds=()):
-    """In the fork of the zygote: confine, then serve. Never returns."""
+def _child(torch, wire, spec, fd_in, fd_out, report_fd, cgroup_fds=(), pid_one=False):
+    """In the fork of the zygote: confine, then serve. Never returns. `pid_one`: forked as PID 1 of a new PID
+    namespace already (`_spawn`); otherwise, where the tier asks for one, it is entered here and the process that
+    serves is forked once more, as its PID 1, this one waiting for it."""
     libc = ctypes.CDLL(None, use_errno=True)
     status, out = 70, fd_out
     try:
@@ -41,7 +43,7 @@ def _child(torch, wire, spec, fd_in, fd_out, report_fd, cgroup_fds=()):
         for fd in cgroup_fds:
             os.write(fd, b"0")
             os.close(fd)
-        if confinement.enter_namespaces(libc, spec):
+        if confinement.enter_namespaces(libc, spec, in_pid_namespace=pid_one):
             # the next process is PID 1 of the new namespace: when it dies, everything in it dies
             inner = os.fork()
             if inner:
@@ -95,24 +97,70 @@ def warm_up(site):
     return torch, wire
 
 
-def _spawn(control, torch, wire, request, fds, children):
+class PidNamespaces:
+    """The zygote forks each child straight into a new PID namespace, as its PID 1: `unshare(CLONE_NEWPID)` makes
+    the next fork's namespace a new one, `setns` to its own namespace afterwards makes the following forks' its own
+    again. One fork of the ~200 MiB warm parent per child, not two (the child entering the namespace and forking its
+    PID 1, waiting for it): 6 ms less per sandbox here. Where that cannot be done (no /proc, no privilege), the
+    child enters the namespace and forks its PID 1 itself, as before."""
+
+    def __init__(self, libc):
+        self.libc = libc
+        self.pid_ones: set[int] = set()  # the children forked as PID 1 of their namespace, until reaped
+        try:
+            self.own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.own = None
+
+    def enter_for_next_fork(self, spec) -> bool:
+        """Whether the next fork is PID 1 of a new namespace (the spec asks for one and it could be made)."""
+        if self.own is None or "pid" not in spec.get("namespaces", ()):
+            return False
+        return self.libc.unshare(confinement.NAMESPACE_FLAGS["pid"]) == 0
+
+    def leave(self) -> None:
+        """The next forks in this process's own namespace again; if that fails this process cannot fork a sandbox
+        rightly any more: it ends (the grader starts another)."""
+        if self.libc.setns(self.own, confinement.NAMESPACE_FLAGS["pid"]) != 0:
+            os._exit(71)
+
+    def exit_code(self, pid: int, status: int) -> int:
+        """A reaped child's exit code as the waiting process of a child that forked its own PID 1 gave it (its PID 1's
+        code; 128 + the signal that killed it), so that both ways say the same."""
+        if pid not in self.pid_ones:
+            return os.waitstatus_to_exitcode(status)
+        self.pid_ones.discard(pid)
+        return os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+def _spawn(control, torch, wire, request, fds, children, namespaces=None):
     """Fork one confined child (it never returns here: `_child` ends it) and wait for its inner pid."""
     fd_in, fd_out, *cgroup_fds = fds
     report_read, report_write = os.pipe()
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # until the child is in `children`
-    pid = os.fork()
+    pid_one = namespaces is not None and namespaces.enter_for_next_fork(request["spec"])
+    try:
+        pid = os.fork()
+    except BaseException:
+        if pid_one:
+            namespaces.leave()
+        raise
+    if pid and pid_one:
+        namespaces.leave()
+        namespaces.pid_ones.add(pid)
     if pid == 0:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         control.close()
         os.close(report_read)
-        _child(torch, wire, request["spec"], fd_in, fd_out, report_write, cgroup_fds)
+        _child(torch, wire, request["spec"], fd_in, fd_out, report_write, cgroup_fds, pid_one)
     for fd in (fd_in, fd_out, *cgroup_fds):
         os.close(fd)
     os.close(report_write)
     with os.fdopen(report_read, "rb") as report:
         line = report.readline().strip()
-    inner = int(line) if line.isdigit() else None
+    # the child says its pid once in its namespaces (as PID 1 its own number there is 1: ours is `pid`)
+    inner = (pid if pid_one else int(line)) if line.isdigit() else None
     children[pid] = inner
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
     return {"op": "spawned", "pid": pid, "inner": inner}
@@ -143,6 +191,7 @@ def zygote(config):
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     children, exited = {}, {}  # monitor pid -> inner pid; monitor pid -> exit code
+    namespaces = PidNamespaces(libc)
 
     def reap(*_):
         """Collect every child that ended: our children, and the orphans we adopt as subreaper (a killed fork
@@ -156,7 +205,7 @@ def zygote(config):
                 return
             if pid in children:
                 children.pop(pid)
-                exited[pid] = os.waitstatus_to_exitcode(code)
+                exited[pid] = namespaces.exit_code(pid, code)
                 while len(exited) > 256:
                     exited.pop(next(iter(exited)))
 
@@ -178,7 +227,7 @@ def zygote(config):
         op = request.get("op")
         reap()
         if op == "spawn":
-            send(_spawn(control, torch, wire, request, fds, children))
+            send(_spawn(control, torch, wire, request, fds, children, namespaces))
         elif op == "kill":
             send(_kill(int(request["pid"]), children))
         elif op == "status":
