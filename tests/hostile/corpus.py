@@ -315,6 +315,7 @@ SURROGATE_TEXT = ("print(chr(0xDCFF) * 3, 'x' + chr(0xD800))\n"
 # header and reaches the grader as the typed answer.
 HAND_ANSWER_4_MILLION = """
 import gc, json, types
+gc.unfreeze()  # the warm parent's objects (the runner's modules among them) are frozen: gc.get_objects() skips them
 for _m in [m for m in gc.get_objects() if isinstance(m, types.ModuleType) and hasattr(m, "_json_dumps")]:
     _m._json_dumps = lambda h, allow_nan=False: json.dumps(h, separators=(",", ":"))
 rms = [1] * 4_000_000
