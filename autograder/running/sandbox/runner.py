@@ -184,10 +184,10 @@ def zygote(config):
     import socket
 
     torch, wire = warm_up(config["site"])
-    # what this process holds (torch's modules, ~500,000 objects) is never collected in a child: a child's full
+    # what this process holds (torch's modules, ~250,000 objects) is never collected in a child: a child's full
     # collection would walk all of it and write to each object's header, copying most of this process's memory
-    # into the child (in a test: 180 -> 40 ms for a child that allocates much; gradient_flow's cells -20%)
-    gc.collect()
+    # into the child (in a test: 180 -> 40 ms for a child that allocates much; gradient_flow's cells -20%). No
+    # collection first: it would take 95 ms of the start to free a few dozen objects
     gc.freeze()
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(confinement.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the grader died: so do we
