@@ -209,9 +209,29 @@ def test_how_a_sandbox_ended_is_said_the_same_in_every_tier(sandbox, how):
         box.close()
 
 
+def test_two_threads_asking_the_warm_parent_each_get_their_own_answer(sandbox):
+    """A kill from a timer thread while the grading thread asks how the sandbox ended: the warm parent answers one
+    request at a time, and each answer reaches the thread that asked (not the one whose select woke first)."""
+    tier, shared = sandbox
+    box = Sandbox(environment.locate(), tier, TEST_LIMITS, zygote=shared.zygote)
+    box.start()
+    try:
+        usages = []
+        for _ in range(6):
+            # the warm parent holds a status request of a running sandbox for 0.4 s; a usage request comes meanwhile
+            asker = threading.Timer(0.1, lambda: usages.append(box.zygote.usage()))
+            asker.start()
+            assert box.zygote.status(box.pid, timeout=0.4) is None  # still running
+            asker.join()
+        assert len(usages) == 6 and all("zygote_maxrss_kib" in usage for usage in usages), usages
+    finally:
+        box.close()
+
+
 def test_what_the_warm_parent_holds_is_frozen_and_the_students_objects_are_collected(sandbox):
     """The warm parent freezes its objects before it forks (gc.freeze): a child's full collection does not walk
-    torch's half-million objects, copying the pages they are on. The student's own garbage is collected as ever."""
+    torch's quarter of a million objects, copying the pages they are on. The student's own garbage is collected as
+    ever."""
     tier, box = sandbox
     frozen, enabled, collected = run(box, (
         "import gc, weakref\nclass Node:\n    pass\n"

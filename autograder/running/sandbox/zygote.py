@@ -16,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 from autograder.running.sandbox import uids
@@ -37,6 +38,7 @@ class Zygote:
         self.control: socket.socket | None = None
         self.home: str | None = None
         self.info: dict = {}  # the warm parent's "ready" message
+        self._asking = threading.Lock()  # one request at a time: each reply is read by the thread that asked
         self.spec = LaunchSpec(python=str(environment.python), site=str(environment.site),
                                runner_dir=str(environment.runner_dir), env=dict(BASE_ENV))
 
@@ -153,11 +155,12 @@ class Zygote:
         return {k: v for k, v in reply.items() if k.endswith("_kib")}
 
     def _ask(self, message: dict, timeout: float, fds=()) -> dict:
-        try:
-            socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
-        except OSError as exc:
-            raise ZygoteError(f"the sandbox's warm parent is gone ({exc})") from None
-        return self._receive(timeout)
+        with self._asking:
+            try:
+                socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
+            except OSError as exc:
+                raise ZygoteError(f"the sandbox's warm parent is gone ({exc})") from None
+            return self._receive(timeout)
 
     def _receive(self, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
