@@ -57,6 +57,8 @@ def test_worker_processes_and_dask_grade_exactly_as_one_process(tmp_path):
     workers = Executor("local", workers=2)
     assert graded(submissions, workers) == alone
     assert len(workers.usage) == 2 and all(u["worker_maxrss_kib"] > 0 for u in workers.usage)
+    # each worker froze what it imported (torch, pytest): pytest's collections at the session's end skip it
+    assert all(u["frozen_objects"] > 100_000 for u in workers.usage), workers.usage
 
     dask = Executor("dask", workers=2)  # a LocalCluster with two worker processes
     assert graded(submissions, dask) == alone

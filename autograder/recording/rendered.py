@@ -70,6 +70,14 @@ def finish(result: SubmissionResult, facts: RecordingFacts) -> Rendered:
                     encode_result(result, facts.digest, None if result.infrastructure_error else facts.cache_key))
 
 
+def warm_up() -> None:
+    """Import the student's page and compile its template now (a worker does, while its warm sandbox parent
+    starts), so that the first result is not kept waiting for them (0.1 s of one submission's run)."""
+    from autograder.reporting.student_page import _env
+
+    _env.get_template("report.html.j2")
+
+
 def checked(rendered, result: SubmissionResult, digest: str | None, cache_key: str | None) -> Rendered | None:
     """`rendered` as a worker sent it (a Rendered or its dict) if it has the shape of `result`'s files: text, its
     student and assignment, the digest and cache key this run sent; else None (the run renders them itself)."""
