@@ -1,5 +1,6 @@
 """The `autograde` command line: a thin layer over the Python API (autograder.run and friends)."""
 
+import gc
 import sys
 from pathlib import Path
 from typing import Literal
@@ -583,7 +584,13 @@ def version():
 
 
 def main():
-    app(prog_name="autograde")
+    try:
+        app(prog_name="autograde")
+    finally:
+        # everything is written and closed by now: the interpreter's end still runs (atexit, each object's
+        # release), but its collections no longer walk every object of nbgrader and SQLAlchemy several times
+        # over, 0.19 s of a one-submission run of 2.4 s
+        gc.freeze()
 
 
 if __name__ == "__main__":

@@ -225,6 +225,22 @@ def test_an_empty_folder_exits_non_zero(tmp_path):
     assert result.exit_code != 0 and "no submissions" in result.output
 
 
+def test_the_command_ends_without_walking_its_objects_again_and_with_its_exit_code(tmp_path):
+    """Once a command has written everything, `main` freezes the objects (the interpreter's end does not collect
+    nbgrader's and SQLAlchemy's again); the exit code is the command's, and atexit handlers still run."""
+    probe = ("import atexit, gc, sys\n"
+             "atexit.register(lambda: print('frozen', gc.get_freeze_count()))\n"
+             "sys.argv = ['autograde'] + sys.argv[1:]\n"
+             "from autograder.cli import main\nmain()\n")
+    ok = subprocess.run([sys.executable, "-c", probe, "version"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert int(ok.stdout.split("frozen")[-1]) > 10_000, ok.stdout
+    bad = subprocess.run([sys.executable, "-c", probe, "grade", "rmsnorm", "--submissions", str(tmp_path),
+                          "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "no submissions" in bad.stdout + bad.stderr, (bad.stdout, bad.stderr)
+    assert int(bad.stdout.split("frozen")[-1]) > 10_000, bad.stdout
+
+
 def gradebook_rows(db: Path) -> tuple[int, int]:
     with sqlite3.connect(db) as con:
         submissions = con.execute("select count(*) from submitted_assignment").fetchone()[0]
