@@ -83,7 +83,9 @@ class LaunchSpec:
 # enter its own namespaces and drop to its pool uid.
 
 
-def bubblewrap_command(spec: LaunchSpec, root: bool) -> list[str]:
+def bubblewrap_command(spec: LaunchSpec, root: bool, fontlist: dict[str, int] | None = None) -> list[str]:
+    """The warm parent's command; `fontlist`: {matplotlib's file name: an open descriptor of its content}, copied
+    into its config folder (/tmp/matplotlib) so that its matplotlib reads the list and does not build it."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable("bubblewrap is not installed (apt-get install bubblewrap)")
@@ -106,11 +108,14 @@ def bubblewrap_command(spec: LaunchSpec, root: bool) -> list[str]:
         cmd += ["--ro-bind", prefix, prefix]
     for key, value in dict(spec.env, HOME="/tmp", MPLCONFIGDIR="/tmp/matplotlib").items():
         cmd += ["--setenv", key, value]
+    for name, fd in (fontlist or {}).items():
+        cmd += ["--dir", "/tmp/matplotlib", "--file", str(fd), f"/tmp/matplotlib/{name}"]
     return cmd + [spec.python, "-I", "-S", "/sandbox/runner.py"]
 
 
-def host_command(spec: LaunchSpec, root: bool) -> list[str]:
-    """The warm parent of the landlock and rlimits tiers runs on the host; its children fence themselves."""
+def host_command(spec: LaunchSpec, root: bool, fontlist: dict[str, int] | None = None) -> list[str]:
+    """The warm parent of the landlock and rlimits tiers runs on the host; its children fence themselves. (Its
+    font list is written into its own folder, MPLCONFIGDIR, by the grader.)"""
     return [spec.python, "-I", "-S", os.path.join(spec.runner_dir, "runner.py")]
 
 

@@ -9,6 +9,7 @@ started; `status` tells how a child ended. The warm parent itself runs only runn
 never sees a student's pipe after the fork.
 """
 
+import hashlib
 import json
 import os
 import select
@@ -18,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 from autograder.running.sandbox import uids
 from autograder.running.sandbox.environment import SandboxEnvironment
@@ -31,6 +33,83 @@ class ZygoteError(Exception):
     """The warm parent could not start or stopped answering."""
 
 
+# What matplotlib's list of fonts is made of: a change in any of these makes a kept list stale
+FONT_SOURCES = ("/usr/share/fonts", "/usr/local/share/fonts", "/etc/fonts")
+FONTLIST_MAX_BYTES = 80_000  # as runner.py sends it
+
+
+class FontlistCache:
+    """matplotlib's font list as the first warm parent of a tier built it, kept next to the sandbox's site folder,
+    so that a later warm parent reads it instead of building it again (0.2-0.3 s of its start: fontconfig's scan,
+    every font opened). Taken from the warm parent right after its start, before any sandbox was forked from it;
+    kept under a key of the tier, the interpreter and what the list is made of (the font folders, fontconfig's
+    settings, matplotlib's own fonts and code): anything changed there, and the next warm parent builds it anew."""
+
+    def __init__(self, spec: "LaunchSpec", tier: str):
+        self.spec, self.tier = spec, tier
+        self.path = Path(spec.site).parent / "fontlists" / f"{tier}.json"
+
+    def key(self) -> str:
+        digest = hashlib.sha256(f"{self.tier}\0{self.spec.python}\0{self.spec.site}".encode())
+        matplotlib = Path(self.spec.site) / "matplotlib"
+        for source in (*FONT_SOURCES, str(matplotlib / "mpl-data" / "fonts")):
+            for folder, dirs, files in sorted(os.walk(source)):
+                dirs.sort()
+                for name in sorted(files):
+                    try:
+                        st = os.stat(os.path.join(folder, name))
+                    except OSError:
+                        continue
+                    digest.update(f"{folder}/{name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        for name in ("font_manager.py", "__init__.py", "_version.py"):
+            try:
+                st = os.stat(matplotlib / name)
+                digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+            except OSError:
+                pass
+        return digest.hexdigest()
+
+    def read(self) -> tuple[str, str] | None:
+        """(file name, content) of the kept list, if it is there, well formed and of these fonts."""
+        try:
+            if self.path.stat().st_size > 2 * FONTLIST_MAX_BYTES:
+                return None
+            record = json.loads(self.path.read_text(encoding="utf-8"))
+            name, content = record["name"], record["content"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if record.get("key") != self.key() or not _is_fontlist(name, content):
+            return None
+        return name, content
+
+    def write(self, reply: dict) -> None:
+        """Keep the list a warm parent sent (`fontlist` op), if it is one; silently nothing where it cannot be."""
+        name, content = reply.get("name"), reply.get("content")
+        if not _is_fontlist(name, content):
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, prefix=".fontlist-", delete=False,
+                                             encoding="utf-8") as f:
+                json.dump({"key": self.key(), "name": name, "content": content}, f)
+            os.replace(f.name, self.path)
+        except OSError:
+            pass
+
+
+def _is_fontlist(name, content) -> bool:
+    """A file name matplotlib gives its font list, and JSON of the list's shape."""
+    if not isinstance(name, str) or not isinstance(content, str) or len(content) > FONTLIST_MAX_BYTES:
+        return False
+    if not (name.startswith("fontlist-v") and name.endswith(".json") and "/" not in name and ".." not in name):
+        return False
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and isinstance(data.get("ttflist"), list) and "_version" in data
+
+
 class Zygote:
     def __init__(self, environment: SandboxEnvironment, tier: str, startup_timeout: float = 120.0):
         self.environment, self.tier, self.startup_timeout = environment, tier, startup_timeout
@@ -41,6 +120,7 @@ class Zygote:
         self._asking = threading.Lock()  # one request at a time: each reply is read by the thread that asked
         self.spec = LaunchSpec(python=str(environment.python), site=str(environment.site),
                                runner_dir=str(environment.runner_dir), env=dict(BASE_ENV))
+        self.fontlists = FontlistCache(self.spec, tier)
 
     # --- lifetime ---------------------------------------------------------------------------------
 
@@ -51,22 +131,32 @@ class Zygote:
     def launch(self) -> "Zygote":
         """Start the warm parent without waiting for it (it imports torch meanwhile): see wait_ready."""
         root = os.geteuid() == 0
-        cmd = ZYGOTE_COMMANDS[self.tier](self.spec, root)
+        fontlist = self.fontlists.read()  # matplotlib's font list from an earlier start, if still true
+        seed = tempfile.TemporaryFile() if fontlist is not None and self.tier == "bubblewrap" else None
+        if seed is not None:  # copied by bwrap into the warm parent's own /tmp/matplotlib (MPLCONFIGDIR)
+            seed.write(fontlist[1].encode("utf-8"))
+            seed.seek(0)
+        cmd = ZYGOTE_COMMANDS[self.tier](self.spec, root, {fontlist[0]: seed.fileno()} if seed is not None else {})
         env = dict(self.spec.env)
         if self.tier != "bubblewrap":  # on the host: its own folder for matplotlib's font cache
             self.home = tempfile.mkdtemp(prefix="autograde-zygote-")
             env.update(HOME=self.home, MPLCONFIGDIR=self.home)
+            if fontlist is not None:
+                Path(self.home, fontlist[0]).write_text(fontlist[1], encoding="utf-8")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._stderr = tempfile.TemporaryFile()
         config = {"site": self.spec.site if self.tier != "bubblewrap" else "/sandbox/site",
                   "control_fd": theirs.fileno()}
         try:
             self.process = subprocess.Popen(
-                cmd + [json.dumps(config)], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=self._stderr, env=env, cwd="/", start_new_session=True,
+                cmd + [json.dumps(config)], pass_fds=(theirs.fileno(), *([seed.fileno()] if seed else [])),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr, env=env, cwd="/",
+                start_new_session=True,
             )
         finally:
             theirs.close()
+            if seed is not None:
+                seed.close()
         self.control = ours
         self.info = {}
         return self
@@ -84,6 +174,11 @@ class Zygote:
         if self.info.get("op") != "ready":
             self.close()
             raise ZygoteError(f"the sandbox's warm parent did not start: {self.errors()}")
+        if self.info.get("fontlist") == "built":  # kept for the next start; asked before any sandbox is forked
+            try:
+                self.fontlists.write(self._ask({"op": "fontlist"}, 10.0))
+            except ZygoteError:
+                pass
         return self
 
     def alive(self) -> bool:
@@ -170,7 +265,7 @@ class Zygote:
                 raise ZygoteError("no answer in time")
             ready, _, _ = select.select([self.control], [], [], min(remaining, 0.5))
             if ready:
-                data = self.control.recv(1 << 16)
+                data = self.control.recv(1 << 18)
                 if not data:
                     raise ZygoteError("it exited")
                 return json.loads(data)
