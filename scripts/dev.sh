@@ -27,6 +27,11 @@ setup() {
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check torch==2.13.0
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c environment/constraints.txt \
         -e ".[test,dask,service]"
+    # the course's own modules compiled once (an editable install leaves them as source, and where
+    # PYTHONDONTWRITEBYTECODE is set no run would ever write them): each process of a run, the CLI and every
+    # worker, loads them instead of compiling them anew (~0.2 s of CPU a run); a source newer than its
+    # compiled copy is compiled again as ever
+    "$VENV/bin/python" -m compileall -q -j 0 autograder solutions >/dev/null
     export PATH="$PWD/$VENV/bin:$PATH"  # nbgrader runs `alembic` from PATH
     # the sandbox: bubblewrap from Debian, and its own torch-only Python environment
     if ! command -v bwrap >/dev/null; then
