@@ -114,6 +114,16 @@ def test_hidden_values_spelled_in_words_never_reach_the_report(tmp_path):
         assert not re.search(r"\b(?:one|two|three|four|five|six|seven|eight|nine|zero) (?:point|and)\b", text)
 
 
+def test_an_answer_too_large_to_send_is_said_as_such_not_as_a_crash(tmp_path):
+    """A hand answer of 4 million numbers: its reply (12 MB of JSON) is refused by the grader. Nothing exited or
+    crashed, and the student reads that: the value could not be taken back, too large or not of the protocol."""
+    result, _, page = grade(tmp_path, "large", [], [(-1, "rms = [1] * 4_000_000")])
+    failed = {c.name: c.message for p in result.parts for c in p.checks if not c.passed}
+    assert "没能取回" in failed.get("test_hand_rms", "") and "值太大" in failed["test_hand_rms"], failed
+    assert not any("崩溃" in m or "退出" in m for m in failed.values()), failed
+    assert result.hand_answers["rms"] is None and "没能取回" in page
+
+
 def test_a_real_shape_error_still_shows_a_useful_message(tmp_path):
     result, _, page = grade(tmp_path, "shape", [(RETURN_LINE, SHAPE_ERROR)])
     failed = [c for p in result.parts for c in p.checks if not c.passed and "RuntimeError" in c.message]

@@ -134,6 +134,9 @@ class StudentCode:
             elif exc.kind == "timeout":
                 failure = StudentCodeFailed(f"运行 `{what}` 超时（超过 {self.probe_timeout:g} 秒），可能有死循环",
                                             {"timeout_seconds": self.probe_timeout})
+            elif exc.kind == "protocol":  # a reply too large or not of the protocol's form: nothing exited
+                failure = StudentCodeFailed(f"`{what}` 的结果没能取回：沙箱发回的回复超出了评分程序接收的大小或格式"
+                                            f"（{exc}），例如值太大；这一项记为未通过", {"reply_refused": True})
             else:
                 failure = StudentCodeFailed(f"运行 `{what}` 时你的代码让进程退出或崩溃了（{exc}）")
             self._broken[name] = failure

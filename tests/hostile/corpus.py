@@ -518,7 +518,10 @@ for pid in children:
 
 TIMEOUT_1 = Expect(failed_cells=1, cell_errors=frozenset({"Timeout"}))
 # the probe that met a forged frame fails (its sandbox is killed and started again), and every later call of it
-PROBE_BROKEN = Expect(score="<=", failed_cells=None, failing_parts=frozenset({"rmsnorm_function"}), message="崩溃")
+# a forged reply is refused as such: the student reads that the reply was not of the protocol's size or form (not
+# that their code crashed: nothing exited)
+PROBE_BROKEN = Expect(score="<=", failed_cells=None, failing_parts=frozenset({"rmsnorm_function"}),
+                      message="沙箱发回的回复超出了评分程序接收的大小或格式")
 
 CASES = [
     # --- the student's code cheats: pass/fail is decided in the grader, so it gains nothing
