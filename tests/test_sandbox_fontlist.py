@@ -60,12 +60,20 @@ def test_a_kept_font_list_is_read_by_the_next_warm_parent_and_changes_nothing_a_
         second.close()
 
 
-@pytest.mark.parametrize("change", ["stale", "path", "shape", "garbage"])
-def test_a_font_list_that_is_stale_or_not_one_is_not_used(change, tmp_path):
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory):
+    """A font list kept by a first warm parent of the strongest tier here: (tier, its record)."""
     tier = tiers.available()[0]
+    cache = tmp_path_factory.mktemp("kept") / f"{tier}.json"
+    started(tier, cache).close()
+    return tier, json.loads(cache.read_text())
+
+
+@pytest.mark.parametrize("change", ["stale", "path", "shape", "garbage"])
+def test_a_font_list_that_is_stale_or_not_one_is_not_used(change, kept, tmp_path):
+    tier, record = kept[0], dict(kept[1])
     cache = tmp_path / "fontlists" / f"{tier}.json"
-    started(tier, cache).close()  # builds and keeps one
-    record = json.loads(cache.read_text())
+    cache.parent.mkdir()
     if change == "stale":  # the fonts changed since (the key is over the font folders and matplotlib's files)
         record["key"] = "0" * 64
     elif change == "path":
