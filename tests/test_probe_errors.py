@@ -124,6 +124,18 @@ def test_an_answer_too_large_to_send_is_said_as_such_not_as_a_crash(tmp_path):
     assert result.hand_answers["rms"] is None and "没能取回" in page
 
 
+def test_a_cell_whose_reply_is_refused_is_not_said_to_have_crashed(tmp_path):
+    """A cell that writes a forged frame (a 2 GB length) on the reply channel: the grader refuses the reply; the
+    student reads that, not "the process exited abnormally"."""
+    from hostile.corpus import FORGERY
+
+    cell = FORGERY.replace("@@MARKER_DIR@@", str(tmp_path)) + "\n_forge(FORGED['oversized'])"
+    result, _, page = grade(tmp_path, "forged_cell", [], [(-1, cell)])
+    failed = [c for c in result.cells if not c.ok]
+    assert [c.error_type for c in failed] == ["Refused"], [(c.error_type, c.error_message) for c in failed]
+    assert "回复被拒绝" in page and "崩溃" not in page
+
+
 def test_a_real_shape_error_still_shows_a_useful_message(tmp_path):
     result, _, page = grade(tmp_path, "shape", [(RETURN_LINE, SHAPE_ERROR)])
     failed = [c for p in result.parts for c in p.checks if not c.passed and "RuntimeError" in c.message]

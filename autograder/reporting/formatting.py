@@ -28,10 +28,11 @@ DETAIL_LABELS = {"shape": "你的形状", "expected_shape": "应有形状", "dty
 HAND_REL_TOL = 5e-4  # four significant figures, as the hand checks (autograder.checks.HAND)
 
 # Cells that went wrong in a way the instructor should look at (the sandbox killed or skipped them).
-SANDBOX_TROUBLE = ("Timeout", "Crash", "NotRun")
+SANDBOX_TROUBLE = ("Timeout", "Crash", "Refused", "NotRun")
 CELL_ERROR_HINTS = {
     "Timeout": "超时：这个单元格运行超过了时间限制，已被终止（是否有死循环，或计算量太大？）",
     "Crash": "崩溃：运行这个单元格时进程异常退出（例如内存用尽），已被跳过",
+    "Refused": "回复被拒绝：运行这个单元格后，沙箱发回的回复超出了评分程序接收的大小或格式，已被跳过",
     "NotRun": "未运行：沙箱多次重启后放弃，这个单元格没有运行",
 }
 

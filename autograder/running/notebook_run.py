@@ -124,7 +124,8 @@ class NotebookRun:
                            MEMORY_MESSAGE.format(budget=budget_text(self.limits)), time.monotonic() - started)
         except SandboxError as exc:
             self.skipped.add(cell.index)
-            kind = "Timeout" if exc.kind == "timeout" else "Crash"
+            # a reply the grader refused (too large, not of the protocol) is no crash: nothing exited
+            kind = {"timeout": "Timeout", "protocol": "Refused"}.get(exc.kind, "Crash")
             run = CellRun(cell.index, cell.grade_id, False, kind, str(exc), time.monotonic() - started)
             try:
                 self.restart()
