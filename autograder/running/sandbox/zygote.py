@@ -9,6 +9,7 @@ started; `status` tells how a child ended. The warm parent itself runs only runn
 never sees a student's pipe after the fork.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -48,6 +49,7 @@ class FontlistCache:
     def __init__(self, spec: "LaunchSpec", tier: str):
         self.spec, self.tier = spec, tier
         self.path = Path(spec.site).parent / "fontlists" / f"{tier}.json"
+        self.current: str | None = None  # the key of the fonts as they were when the warm parent started (read)
 
     def key(self) -> str:
         digest = hashlib.sha256(f"{self.tier}\0{self.spec.python}\0{self.spec.site}".encode())
@@ -70,7 +72,10 @@ class FontlistCache:
         return digest.hexdigest()
 
     def read(self) -> tuple[str, str] | None:
-        """(file name, content) of the kept list, if it is there, well formed and of these fonts."""
+        """(file name, content) of the kept list, if it is there, well formed and of these fonts. The fonts as they
+        are now are what a list kept by `write` after this start is said to be of (a font installed meanwhile makes
+        it stale at the next start, never a list of other fonts kept under this key)."""
+        self.current = self.key()
         try:
             if self.path.stat().st_size > 2 * FONTLIST_MAX_BYTES:
                 return None
@@ -78,23 +83,27 @@ class FontlistCache:
             name, content = record["name"], record["content"]
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        if record.get("key") != self.key() or not _is_fontlist(name, content):
+        if record.get("key") != self.current or not _is_fontlist(name, content):
             return None
         return name, content
 
     def write(self, reply: dict) -> None:
         """Keep the list a warm parent sent (`fontlist` op), if it is one; silently nothing where it cannot be."""
         name, content = reply.get("name"), reply.get("content")
-        if not _is_fontlist(name, content):
+        if not _is_fontlist(name, content) or self.current is None:
             return
+        temporary = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("w", dir=self.path.parent, prefix=".fontlist-", delete=False,
                                              encoding="utf-8") as f:
-                json.dump({"key": self.key(), "name": name, "content": content}, f)
-            os.replace(f.name, self.path)
+                temporary = f.name
+                json.dump({"key": self.current, "name": name, "content": content}, f)
+            os.replace(temporary, self.path)
         except OSError:
-            pass
+            if temporary is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
 
 
 def _is_fontlist(name, content) -> bool:
