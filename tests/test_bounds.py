@@ -162,6 +162,7 @@ def test_one_worker_grades_with_a_memory_limit_and_an_overflow_ends_a_submission
     whose replies need more than that limit costs itself, and the honest student after it is graded in full."""
     from autograder.run import RunOptions, run_grading
     from autograder.jobs.executors import WORKER_MEMORY_BYTES
+    from autograder.jobs.worker import RETIRE_AT
 
     def write(folder, student, edits):
         (folder / student / "rmsnorm").mkdir(parents=True)
@@ -191,6 +192,81 @@ def test_one_worker_grades_with_a_memory_limit_and_an_overflow_ends_a_submission
     assert any("评分程序的内存不够用了" in m for m in failed), failed
     assert not any(w in m for m in failed for w in ("崩溃", "header", "not running", "Error）")), failed
     assert len({u["pid"] for u in summary.usage}) == 2, summary.usage
+    # and what it read of that reply was let go once the submission was graded: the worker that ran out ended near
+    # where an honest worker is (it once ended at its limit, the half-read reply held by the kept failure's frames,
+    # and a worker ending at its limit could fail to say it was done)
+    assert all(u["worker_data_kib"] * 1024 < RETIRE_AT * limit for u in summary.usage), summary.usage
+
+
+def test_the_values_of_one_submission_are_not_kept_while_the_next_is_graded(tmp_path):
+    """A check's failure (its traceback: every frame's locals, the student's values among them) is read and let go:
+    neither the grader nor pytest (sys.last_value, for a debugger) keeps it past the submission. Here a reply of 256
+    MiB of tensors; kept, it took that much of the next student's memory in the same worker."""
+    import gc
+
+    import torch
+
+    from autograder.engine import grade_batch
+    from autograder.running.jobs import GradingOptions, Submission
+
+    size = 32 * 1024**2  # BIG_REPLY's tensors: no other tensor of the grader has this many elements
+    submissions = []
+    for student, edits in (("big", [("return (xc / rms * gamma.to(compute_dtype)).to(x.dtype)", BIG_REPLY)]),
+                           ("honest", [])):
+        path = tmp_path / student / "rmsnorm.ipynb"
+        path.parent.mkdir()
+        nbformat.write(notebook_with_edits("rmsnorm", edits), path)
+        submissions.append(Submission(path, "rmsnorm", student))
+    alive = {}
+
+    def on_result(result):
+        gc.collect()
+        alive[result.student_id] = sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.numel() == size)
+
+    results = grade_batch(submissions, GradingOptions(), on_result)
+    assert [r.score for r in results][1] == 10 and results[0].score < 10, [(r.student_id, r.score) for r in results]
+    assert alive == {"big": 0, "honest": 0}, alive
+
+
+def test_a_caught_memory_error_lets_go_of_what_its_frames_held():
+    """The sandbox's reader, out of memory halfway through a reply, raises its own error in its place: that error
+    keeps the MemoryError as its __context__, and without memory_pressure.release the half-read reply with it."""
+    import weakref
+
+    from autograder.running import memory_pressure
+
+    class Chunk:
+        pass
+
+    held = []
+
+    def read():
+        chunk = Chunk()
+        held.append(weakref.ref(chunk))
+        raise MemoryError
+
+    try:
+        try:
+            read()
+        except MemoryError as exc:
+            memory_pressure.release(exc)
+            raise RuntimeError("out of memory on this request's data") from None
+    except RuntimeError as kept:
+        assert isinstance(kept.__context__, MemoryError)
+        assert held[0]() is None
+
+
+def test_a_workers_peak_memory_is_its_own_not_its_starters():
+    """Linux carries getrusage's ru_maxrss over an exec: a worker started by a process at 800 MiB said 800 MiB.
+    The usage the run reports (the bench prints it) is the worker's own peak."""
+    script = ("import subprocess, sys\n"
+              "block = bytearray(800 * 1024**2)\n"
+              "block[::4096] = b'x' * len(block[::4096])\n"
+              "code = 'from autograder.jobs.worker import usage; print(usage()[\"worker_maxrss_kib\"])'\n"
+              "print(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout)")
+    reported = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                                  timeout=120).stdout)
+    assert 0 < reported * 1024 < 300 * MIB, reported
 
 
 def test_a_result_too_big_for_its_cap_is_cut_until_it_fits():

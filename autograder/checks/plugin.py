@@ -8,6 +8,7 @@ submission's assignment with the submission's fixtures. No pytest.main per submi
 import dataclasses
 import hashlib
 import os
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -204,20 +205,33 @@ class GradingPlugin:
         item._initrequest()  # fresh fixtures, as for a rerun
         take_diagnosis_crashes()  # only this check's own
         started = time.perf_counter()
-        reports = runtestprotocol(item, log=False, nextitem=nextitem)
-        seconds = time.perf_counter() - started
-        diagnosis_crashes = take_diagnosis_crashes()
-        if all(r.passed for r in reports):
-            return CheckOutcome(spec, True, "通过", {}, None, seconds)
-        failure = self._failure
-        if diagnosis_crashes:
-            outcome = self._outcome(item, spec, failure, seconds)
-            text = "\n".join(safe_text(t)[-2500:] for t in diagnosis_crashes[-2:])
-            crash = f"{DIAGNOSIS_RAISED}\n{text}" if outcome.crash is None else \
-                f"{DIAGNOSIS_RAISED}\n{text}\nthen the check raised:\n{outcome.crash[-1500:]}"
-            outcome.crash, outcome.diagnosis_bug = crash, True
-            return outcome
-        return self._outcome(item, spec, failure, seconds)
+        try:
+            reports = runtestprotocol(item, log=False, nextitem=nextitem)
+            seconds = time.perf_counter() - started
+            diagnosis_crashes = take_diagnosis_crashes()
+            if all(r.passed for r in reports):
+                return CheckOutcome(spec, True, "通过", {}, None, seconds)
+            failure = self._failure
+            if diagnosis_crashes:
+                outcome = self._outcome(item, spec, failure, seconds)
+                text = "\n".join(safe_text(t)[-2500:] for t in diagnosis_crashes[-2:])
+                crash = f"{DIAGNOSIS_RAISED}\n{text}" if outcome.crash is None else \
+                    f"{DIAGNOSIS_RAISED}\n{text}\nthen the check raised:\n{outcome.crash[-1500:]}"
+                outcome.crash, outcome.diagnosis_bug = crash, True
+                return outcome
+            return self._outcome(item, spec, failure, seconds)
+        finally:
+            self._forget_failure()
+
+    def _forget_failure(self) -> None:
+        """The check's failure is read (its outcome holds text and bounded details): nothing keeps its exception.
+        Its traceback holds every frame's locals, this submission's values among them (up to the reply cap), and
+        pytest also keeps the last failure of a test in sys.last_type/last_value/last_traceback for a debugger:
+        kept, they would outlive the submission and take the next one's memory (a worker grades many)."""
+        self._failure = None
+        for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+            if hasattr(sys, name):
+                delattr(sys, name)
 
     def _outcome(self, item, spec: CheckSpec, failure: BaseException | None, seconds: float) -> CheckOutcome:
         if isinstance(failure, CheckFailed):

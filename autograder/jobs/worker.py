@@ -30,11 +30,13 @@ from autograder.running.jobs import GradingOptions, Submission, options_from_pay
 
 
 def usage() -> dict:
-    """Peak resident memory of this worker (KiB), its data size now (VmData, KiB), its memory limit (bytes, None:
-    none) and how many of its objects no collection walks (frozen at its start, a local worker's)."""
+    """Peak resident memory of this worker (KiB: its own, VmHWM), its data size now (VmData, KiB), its memory limit
+    (bytes, None: none) and how many of its objects no collection walks (frozen at its start, a local worker's)."""
     limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
     data = memory_pressure.data_bytes()
-    return {"worker_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "pid": os.getpid(),
+    peak = memory_pressure.peak_resident_bytes()
+    return {"worker_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if peak is None else peak // 1024,
+            "pid": os.getpid(),
             "worker_data_kib": None if data is None else data // 1024,
             "memory_limit_bytes": None if limit == resource.RLIM_INFINITY else limit,
             "frozen_objects": gc.get_freeze_count()}

@@ -216,8 +216,9 @@ class Sandbox:
         except SandboxError:
             self._over_memory(look=True)
             raise
-        except MemoryError:
+        except MemoryError as exc:
             memory_pressure.note()
+            memory_pressure.release(exc)  # what was read of the reply so far, before anything else is allocated
             self._broken_stream()
             raise GraderOutOfMemory("the grading process ran out of memory on this request's data") from None
         try:
