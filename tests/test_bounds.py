@@ -200,8 +200,9 @@ def test_one_worker_grades_with_a_memory_limit_and_an_overflow_ends_a_submission
 
 def test_the_values_of_one_submission_are_not_kept_while_the_next_is_graded(tmp_path):
     """A check's failure (its traceback: every frame's locals, the student's values among them) is read and let go:
-    neither the grader nor pytest (sys.last_value, for a debugger) keeps it past the submission. Here a reply of 256
-    MiB of tensors; kept, it took that much of the next student's memory in the same worker."""
+    neither the grader nor pytest (sys.last_value, for a debugger) keeps it past the submission. Kept, a reply of
+    256 MiB (the reply cap) took that much of the next student's memory in the same worker; here 24 MiB, whose
+    tensors no other tensor of the grader matches in size."""
     import gc
 
     import torch
@@ -209,9 +210,10 @@ def test_the_values_of_one_submission_are_not_kept_while_the_next_is_graded(tmp_
     from autograder.engine import grade_batch
     from autograder.running.jobs import GradingOptions, Submission
 
-    size = 32 * 1024**2  # BIG_REPLY's tensors: no other tensor of the grader has this many elements
+    size = 3 * 1024**2 + 7
+    reply = f"return (torch.zeros({size}), torch.zeros({size}))"
     submissions = []
-    for student, edits in (("big", [("return (xc / rms * gamma.to(compute_dtype)).to(x.dtype)", BIG_REPLY)]),
+    for student, edits in (("big", [("return (xc / rms * gamma.to(compute_dtype)).to(x.dtype)", reply)]),
                            ("honest", [])):
         path = tmp_path / student / "rmsnorm.ipynb"
         path.parent.mkdir()
