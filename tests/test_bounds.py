@@ -247,15 +247,14 @@ def test_a_caught_memory_error_lets_go_of_what_its_frames_held():
         held.append(weakref.ref(chunk))
         raise MemoryError
 
-    try:
+    with pytest.raises(RuntimeError) as caught:
         try:
             read()
         except MemoryError as exc:
             memory_pressure.release(exc)
             raise RuntimeError("out of memory on this request's data") from None
-    except RuntimeError as kept:
-        assert isinstance(kept.__context__, MemoryError)
-        assert held[0]() is None
+    assert isinstance(caught.value.__context__, MemoryError)
+    assert held[0]() is None
 
 
 def test_a_workers_peak_memory_is_its_own_not_its_starters():
