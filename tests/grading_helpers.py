@@ -1,5 +1,6 @@
 """Build submissions for the grading tests: the source notebook with edits, under a student's name."""
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,3 +27,20 @@ def edited_notebook(assignment_id: str, edits, out: Path, base: Path | None = No
 
 def scores_by_check(result) -> dict[str, bool]:
     return {c.name: c.passed for p in result.parts for c in p.checks}
+
+
+def runner_processes(root: int) -> list[int]:
+    """The Python processes of runner.py at or below `root` (the warm parent and the sandboxes forked from it; not
+    bwrap, whose arguments name runner.py too), in pid order."""
+    from autograder.running.sandbox.memory import descendants
+
+    found = []
+    for pid in sorted({root} | descendants(root)):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"python" in os.path.basename(argv[0]) and any(arg.endswith(b"runner.py") for arg in argv):
+            found.append(pid)
+    return found

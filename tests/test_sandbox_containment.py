@@ -9,7 +9,7 @@ import pytest
 from autograder import REPO_ROOT
 from autograder.running.sandbox import environment, tiers, uids
 from autograder.running.sandbox.process import Sandbox
-from grading_helpers import TEST_LIMITS
+from grading_helpers import TEST_LIMITS, runner_processes
 
 pytestmark = pytest.mark.slow
 
@@ -140,34 +140,6 @@ def test_two_sandboxes_of_one_warm_parent_cannot_reach_each_other(sandbox):
         other.close()
 
 
-def _descendants(root: int) -> list[int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    found, frontier = [], [root]
-    while frontier:
-        pid = frontier.pop()
-        children = [p for p, parent in parents.items() if parent == pid]
-        found += children
-        frontier += children
-    return found
-
-
-def _runs_the_runner(pid: int) -> bool:
-    """A Python process of runner.py: the warm parent or a fork of it (not bwrap, whose arguments name it too)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
-    except OSError:
-        return False
-    return b"python" in os.path.basename(argv[0]) and any(arg.endswith(b"runner.py") for arg in argv)
-
-
 def test_the_sandbox_is_pid_1_forked_straight_from_the_warm_parent(sandbox):
     """Where a tier gives each sandbox a PID namespace, the warm parent forks the sandbox into it as its PID 1: no
     second fork of the ~200 MiB parent, no process in between waiting (runner.py's PidNamespaces)."""
@@ -177,7 +149,7 @@ def test_the_sandbox_is_pid_1_forked_straight_from_the_warm_parent(sandbox):
     try:
         pid, ppid = run(box, "import os\nPIDS = (os.getpid(), os.getppid())", "PIDS")
         root = box.zygote.process.pid  # bwrap (the warm parent under it), or the warm parent itself
-        runners = [p for p in [root, *_descendants(root)] if _runs_the_runner(p)]
+        runners = runner_processes(root)
         if tier == "bubblewrap" or (tier == "landlock" and os.geteuid() == 0):
             assert (pid, ppid) == (1, 0)  # PID 1 of its own namespace, its parent outside it
             assert len(runners) == 2, runners  # the warm parent and the sandbox, nothing in between

@@ -13,6 +13,7 @@ import pytest
 from autograder.running.sandbox import environment, memory, tiers
 from autograder.running.sandbox.runner import HUGE_PAGE, MADV_COLLAPSE, HugePages
 from autograder.running.sandbox.zygote import Zygote
+from grading_helpers import runner_processes
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
@@ -91,22 +92,7 @@ def test_a_page_that_cannot_be_collapsed_now_is_passed_over(tmp_path):
 
 
 def _smaps_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise AssertionError(f"no {field} in /proc/{pid}/smaps_rollup")
-
-
-def _warm_parent_pid(zygote: Zygote) -> int:
-    """The runner's own process (under bubblewrap it is bwrap's child, not the process the grader started)."""
-    for pid in sorted({zygote.process.pid} | memory.descendants(zygote.process.pid)):
-        try:
-            if b"runner.py" in Path(f"/proc/{pid}/cmdline").read_bytes() and \
-                    Path(f"/proc/{pid}/exe").resolve().name.startswith("python"):
-                return pid
-        except OSError:
-            continue
-    raise AssertionError("the warm parent's process was not found")
+    return memory.smaps_rollup(pid)[field]  # a field the kernel does not give fails here, loudly
 
 
 def test_the_warm_parents_memory_is_in_huge_pages_once_it_has_waited():
@@ -116,7 +102,7 @@ def test_the_warm_parents_memory_is_in_huge_pages_once_it_has_waited():
     tier = tiers.choose(None, False)
     zygote = Zygote(environment.locate(), tier, 120.0).launch().wait_ready()
     try:
-        pid = _warm_parent_pid(zygote)
+        pid = runner_processes(zygote.process.pid)[0]  # the warm parent: no sandbox forked yet
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             huge, anonymous = _smaps_kib(pid, "AnonHugePages"), _smaps_kib(pid, "Anonymous")

@@ -283,16 +283,24 @@ class UidCgroup:
 # --- the watchdog ---------------------------------------------------------------------------------
 
 
-def pss_bytes(pid: int) -> int:
-    """The proportional set size of one process (shared pages split among their sharers), 0 if it is gone."""
+def smaps_rollup(pid: int) -> dict[str, int]:
+    """A process's /proc/PID/smaps_rollup: field -> KiB (Pss, Anonymous, AnonHugePages, Private_Dirty, ...); empty
+    if it is gone."""
+    fields = {}
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
             for line in f:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+                parts = line.split()
+                if len(parts) == 3 and parts[0].endswith(b":") and parts[2] == b"kB":
+                    fields[parts[0][:-1].decode("ascii", "replace")] = int(parts[1])
+    except (OSError, ValueError):
+        return {}
+    return fields
+
+
+def pss_bytes(pid: int) -> int:
+    """The proportional set size of one process (shared pages split among their sharers), 0 if it is gone."""
+    return smaps_rollup(pid).get("Pss", 0) * 1024
 
 
 def descendants(root: int) -> set[int]:
