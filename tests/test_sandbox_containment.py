@@ -65,7 +65,15 @@ def test_no_network_even_to_loopback(sandbox):
     server.listen(1)
     port = server.getsockname()[1]
     accepted = []
-    threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True).start()
+
+    def accept():
+        try:
+            accepted.append(server.accept())
+        except OSError:  # the listener shut down at the test's end: nothing connected
+            pass
+
+    listener = threading.Thread(target=accept, daemon=True)
+    listener.start()
     try:
         result = run(box, (
             "import socket\ns = socket.socket()\ns.settimeout(2)\n"
@@ -73,7 +81,12 @@ def test_no_network_even_to_loopback(sandbox):
             "CONNECTED")
         assert result is False and accepted == []
     finally:
+        try:
+            server.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept (close alone does not, on Linux)
+        except OSError:
+            pass
         server.close()
+        listener.join(5)
 
 
 def test_student_code_runs_as_an_unprivileged_pool_uid(sandbox):
