@@ -163,3 +163,49 @@ def test_a_crashed_graders_cgroup_is_emptied_reset_and_removed(monkeypatch):
         orphan.kill()
         orphan.wait()
         leftover.remove()
+
+
+# a cell that starts a thread and forks a child, both alive until the test looks (the parent's thread waits)
+SPREAD = """
+import os, threading, time
+_stop = threading.Event()
+_thread = threading.Thread(target=_stop.wait, daemon=True)
+_thread.start()
+_child = os.fork()
+if _child == 0:
+    time.sleep(60)
+    os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("tier", ["bubblewrap", "landlock", "rlimits"])
+def test_every_task_of_a_sandbox_is_in_its_uids_cgroups(tier, own_pool):
+    """The sandbox's first process moves itself into its uid's memory and pids cgroups before anything runs (on v1
+    through the `tasks` files: a fresh fork has one thread, so that move is the whole process's); everything it then
+    starts, threads and processes, is born there. Seen from the host: every task of the uid, and no other."""
+    import os
+
+    from autograder.running.sandbox import environment
+    from autograder.running.sandbox.process import Sandbox
+    from hostile.watch import machine_tiers
+
+    try:
+        memory.resolve("cgroup")
+    except memory.MemoryGuardUnavailable as exc:
+        pytest.skip(str(exc))
+    if tier not in machine_tiers():
+        pytest.skip(f"tier {tier} does not work on this machine")
+    limits = replace(TEST_LIMITS, submission_memory_bytes=BUDGET, memory_guard="cgroup")
+    with Sandbox(environment.locate(), tier, limits) as box:
+        assert box.request({"op": "exec_cell", "source": SPREAD, "cell": 0}, None, 30).ok
+        uid = box.lease.uid
+        cgroup = box.lease.cgroup
+        tasks = {int(t) for pid in uids.processes_of(uid) for t in os.listdir(f"/proc/{pid}/task")}
+        assert len(uids.processes_of(uid)) >= 2 and len(tasks) >= 3, tasks  # the first process, its thread, the fork
+        for directory in filter(None, (cgroup.memory_dir, cgroup.pids_dir)):
+            listed = "cgroup.threads" if cgroup.layout.version == 2 else "tasks"
+            inside = {int(t) for t in (directory / listed).read_text().split()}
+            assert tasks <= inside, (directory, tasks - inside)
+            # the rest, if any, is the sandbox's root-owned monitor (bubblewrap's PID 1 as root, or the process
+            # that forked the first one), never a task of another uid
+            assert all(os.stat(f"/proc/{t}").st_uid in (0, uid) for t in inside - tasks), inside - tasks
