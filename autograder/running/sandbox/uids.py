@@ -29,24 +29,35 @@ class UidPoolExhausted(Exception):
 
 
 def _tasks_of(uid: int) -> list[tuple[int, bool]]:
-    """(pid, is a zombie) for every process whose real uid is `uid`: one pass over /proc."""
+    """(pid, is a zombie) for every process whose real uid is `uid`: one pass over /proc, one read of each process's
+    status (its State and Uid lines come first, within STATUS_HEAD bytes; a name is escaped there, never a newline)."""
     tasks = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+    wanted = str(uid).encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{entry.name}/status", "rb") as f:
-                state = None
-                for line in f:
-                    if line.startswith(b"State:"):
-                        state = line.split()[1]
-                    elif line.startswith(b"Uid:"):
-                        if int(line.split()[1]) == uid:
-                            tasks.append((int(entry.name), state in (b"Z", b"X")))
-                        break
-        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError, IndexError):
+            fd = os.open(f"/proc/{name}/status", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # gone meanwhile
             continue
+        try:
+            head = os.read(fd, STATUS_HEAD)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        at = head.find(b"\nUid:")
+        if at < 0:
+            continue
+        real = head[at + 5:head.find(b"\n", at + 5)].split()[:1]
+        if real == [wanted]:
+            at = head.find(b"\nState:")
+            state = head[at + 7:].split(None, 1)[:1] if at >= 0 else []
+            tasks.append((int(name), state in ([b"Z"], [b"X"])))
     return tasks
+
+
+STATUS_HEAD = 4096  # bytes of /proc/PID/status read: Name (at most 64 escaped characters), ..., State, ..., Uid
 
 
 def processes_of(uid: int, zombies: bool = False) -> list[int]:
