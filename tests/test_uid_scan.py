@@ -2,7 +2,6 @@
 the uid's live processes and its zombies, tells them apart, and nothing a process names itself moves it to another uid.
 """
 
-import ctypes
 import os
 import subprocess
 import sys
