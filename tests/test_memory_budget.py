@@ -200,8 +200,9 @@ def test_every_task_of_a_sandbox_is_in_its_uids_cgroups(tier, own_pool):
         assert box.request({"op": "exec_cell", "source": SPREAD, "cell": 0}, None, 30).ok
         uid = box.lease.uid
         cgroup = box.lease.cgroup
-        tasks = {int(t) for pid in uids.processes_of(uid) for t in os.listdir(f"/proc/{pid}/task")}
-        assert len(uids.processes_of(uid)) >= 2 and len(tasks) >= 3, tasks  # the first process, its thread, the fork
+        processes = uids.processes_of(uid)
+        tasks = {int(t) for pid in processes for t in os.listdir(f"/proc/{pid}/task")}
+        assert len(processes) >= 2 and len(tasks) >= 3, tasks  # the first process, its thread, the fork
         for directory in filter(None, (cgroup.memory_dir, cgroup.pids_dir)):
             listed = "cgroup.threads" if cgroup.layout.version == 2 else "tasks"
             inside = {int(t) for t in (directory / listed).read_text().split()}

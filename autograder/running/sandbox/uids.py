@@ -28,6 +28,9 @@ class UidPoolExhausted(Exception):
     pass
 
 
+STATUS_HEAD = 4096  # bytes of /proc/PID/status read: Name (at most 64 escaped characters), ..., State, ..., Uid
+
+
 def _tasks_of(uid: int) -> list[tuple[int, bool]]:
     """(pid, is a zombie) for every process whose real uid is `uid`: one pass over /proc, one read of each process's
     status (its State and Uid lines come first, within STATUS_HEAD bytes; a name is escaped there, never a newline)."""
@@ -55,9 +58,6 @@ def _tasks_of(uid: int) -> list[tuple[int, bool]]:
             state = head[at + 7:].split(None, 1)[:1] if at >= 0 else []
             tasks.append((int(name), state in ([b"Z"], [b"X"])))
     return tasks
-
-
-STATUS_HEAD = 4096  # bytes of /proc/PID/status read: Name (at most 64 escaped characters), ..., State, ..., Uid
 
 
 def processes_of(uid: int, zombies: bool = False) -> list[int]:
