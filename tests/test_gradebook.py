@@ -1,7 +1,10 @@
 """The gradebook autograde writes is one nbgrader's own tools accept, also when an older autograde made it."""
 
+import warnings
+
 import nbformat
 from nbgrader import utils
+from sqlalchemy.exc import SAWarning
 
 from autograder import REPO_ROOT
 from autograder.assignments import load_assignment
@@ -91,3 +94,118 @@ def test_the_head_read_off_scripts_agrees_with_alembic_or_leaves_it_to_alembic(t
             assert _alembic_heads(versions) == [read], name
         else:
             assert name in ("two heads", "labels", "depends", "computed", "missing down"), name
+
+
+# --- a new submission's rows inserted directly: the same gradebook as nbgrader's add_submission ----------------------
+
+def gradebook_rows(path) -> dict[str, list[tuple]]:
+    """Every table's rows in storage (rowid) order, each random id (uuid) replaced by what it names."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        q = lambda sql: db.execute(sql).fetchall()  # noqa: E731
+        names = {}
+        for i, n in q("select id, name from assignment"):
+            names[i] = ("assignment", n)
+        for i, n, a in q("select id, name, assignment_id from notebook"):
+            names[i] = ("notebook", names[a], n)
+        for i, n, nb, kind in q("select id, name, notebook_id, type from base_cell"):
+            names[i] = ("cell", names[nb], n, kind)
+        for i, n, nb in q("select id, name, notebook_id from source_cell"):
+            names[i] = ("source", names[nb], n)
+        for i, a, s in q("select id, assignment_id, student_id from submitted_assignment"):
+            names[i] = ("submission", names[a], s)
+        for i, a, nb in q("select id, assignment_id, notebook_id from submitted_notebook"):
+            names[i] = ("submitted", names[a], names[nb])
+        for table in ("grade", "comment"):
+            for i, nb, cell in q(f"select id, notebook_id, cell_id from {table}"):
+                names[i] = (table, names[nb], names[cell])
+        tables = [r[0] for r in q("select name from sqlite_master where type='table' order by name")]
+        return {t: [tuple(names.get(v, v) for v in row) for row in q(f"select * from {t} order by rowid")]
+                for t in tables}
+    finally:
+        db.close()
+
+
+def _synthetic_results(assignment_ids, students: int, seed: int = 7) -> list:
+    """Results of every kind record() meets: scores whole, fractional and zero, written parts, no hand-in, a hand-in
+    known to the microsecond or to the second only, late penalties."""
+    import random
+
+    from autograder.intake.handin import _iso
+    from autograder.results import CheckResult, HandIn, PartResult, SubmissionResult
+    from datetime import datetime, timezone
+
+    rng = random.Random(seed)
+    results = []
+    for k in range(students):
+        for assignment_id in assignment_ids:
+            assignment = load_assignment(assignment_id)
+            parts = []
+            for part in assignment.parts:
+                earned = rng.choice([0.0, part.points, round(part.points * rng.random(), 3)])
+                checks = [] if part.written else [CheckResult("check", part.grade_id, earned == part.points, earned,
+                                                                part.points, "", "")]
+                parts.append(PartResult(part.grade_id, 0.0 if part.written else earned, part.points, checks,
+                                        by_hand=part.written))
+            when = datetime(2026, 11, 1 + k % 28, 8, 30, 15, 123456 * (k % 3), tzinfo=timezone.utc)
+            handin = rng.choice([None, HandIn(submitted_at=_iso(when.replace(tzinfo=None)),
+                                              submitted_exact=when.replace(tzinfo=None).isoformat(),
+                                              penalty=rng.choice([0.0, 1.5])),
+                                 HandIn(submitted_at=_iso(when.replace(tzinfo=None)), penalty=2.0), HandIn()])
+            results.append(SubmissionResult(f"s{k:03d}", assignment_id, "graded", sum(p.score for p in parts),
+                                            assignment.max_score, parts=parts, handin=handin))
+    return results
+
+
+def test_new_submissions_inserted_directly_make_the_gradebook_add_submission_makes(tmp_path, monkeypatch):
+    """The same results recorded both ways (nbgrader's add_submission and the ORM, or rows inserted directly) give
+    the same gradebook, row for row and in the same order; with a gradebook that also has what add_submission
+    mirrors and autograde never makes itself (a second notebook, a task cell, a grade cell of no part), a student
+    imported before, and a submission there before with the instructor's score in it (recorded the ORM's way both
+    times). What `record` returns is the same too."""
+    from nbgrader.api import Gradebook
+
+    ids = ["rmsnorm", "gradient_flow", "mla"]
+    results = _synthetic_results(ids, students=9)
+    results.append(results[0])  # recorded twice: the second time it is there already
+    added = []
+    original = Gradebook.add_submission
+    monkeypatch.setattr(Gradebook, "add_submission", lambda self, *a, **k: added.append(a) or original(self, *a, **k))
+    returned = {}
+    for way in ("orm", "rows"):
+        with CourseGradebook(tmp_path / f"{way}.db") as gb:
+            gb.insert_new = way == "rows"
+            mla = load_assignment("mla")
+            gb.ensure_assignment(mla)
+            gb.gb.update_or_create_notebook("extra", "mla")
+            gb.gb.update_or_create_task_cell("extra_task", "extra", "mla", max_score=1.0, cell_type="markdown")
+            # a grade cell of the other notebook named as a part's: the part's score is not its
+            gb.gb.update_or_create_grade_cell(mla.parts[0].grade_id, "extra", "mla", max_score=2.0, cell_type="code")
+            gb.gb.update_or_create_task_cell("own_task", mla.source.stem, "mla", max_score=1.0, cell_type="markdown")
+            gb.gb.add_student("s001", first_name="一", last_name="学生")
+            gb.gb.add_student("s002")
+            gb.ensure_assignment(load_assignment("rmsnorm"))
+            with warnings.catch_warnings():  # nbgrader's add_submission trips SQLAlchemy's autoflush warnings
+                warnings.simplefilter("ignore", SAWarning)
+                before = gb.gb.add_submission("rmsnorm", "s002")  # there before, with the instructor's score in it
+            grade = next(g for g in before.notebooks[0].grades if g.name == load_assignment("rmsnorm").parts[0].grade_id)
+            grade.manual_score = 1.0
+            gb.gb.db.commit()
+            calls = len(added)
+            with gb.batch():
+                returned[way] = [gb.record(r, load_assignment(r.assignment_id)) for r in results]
+                gb.commit()
+            # the ORM's way for every submission, or for none but the two already there
+            assert len(added) - calls == (len(results) - 2 if way == "orm" else 0)
+    assert returned["orm"] == returned["rows"]
+    orm, rows = gradebook_rows(tmp_path / "orm.db"), gradebook_rows(tmp_path / "rows.db")
+    assert orm.keys() == rows.keys()
+    for table in orm:
+        assert orm[table] == rows[table], table
+    # what the comparison saw: every kind of row the fast way writes, in numbers that fit the results
+    assert len(orm["submitted_assignment"]) == 9 * 3
+    assert len({r[1] for r in orm["task_cells"]}) == 1 and len(orm["task_cells"]) == 2
+    assert {r[4] for r in orm["submitted_notebook"]} >= {None, 0.0, 1.5, 2.0}
+    assert any(r[3] is not None and "." in r[3] for r in orm["submitted_assignment"])
