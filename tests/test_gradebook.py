@@ -209,3 +209,16 @@ def test_new_submissions_inserted_directly_make_the_gradebook_add_submission_mak
     assert len({r[1] for r in orm["task_cells"]}) == 1 and len(orm["task_cells"]) == 2
     assert {r[4] for r in orm["submitted_notebook"]} >= {None, 0.0, 1.5, 2.0}
     assert any(r[3] is not None and "." in r[3] for r in orm["submitted_assignment"])
+
+
+def test_a_due_date_is_read_once_per_gradebook_opened_also_when_the_assignment_is_not_there(tmp_path, monkeypatch):
+    from nbgrader.api import Gradebook
+
+    asked = []
+    original = Gradebook.find_assignment
+    monkeypatch.setattr(Gradebook, "find_assignment", lambda self, name: asked.append(name) or original(self, name))
+    with CourseGradebook(tmp_path / "gradebook.db") as gb:
+        assert [gb.due_date("rmsnorm") for _ in range(3)] == [None, None, None]
+        gb.gb.add_assignment("rope", duedate="2026-11-30 23:59:00")
+        assert [str(gb.due_date("rope")) for _ in range(3)] == ["2026-11-30 23:59:00"] * 3
+    assert asked == ["rmsnorm", "rope"]

@@ -462,11 +462,11 @@ class CourseGradebook:
     def due_date(self, assignment_id: str) -> datetime | None:
         """The assignment's due date (naive UTC), set by `nbgrader db assignment add ID --duedate=...`; read once
         per gradebook opened (a run), not once per submission."""
-        if assignment_id not in self._due_dates:
+        if assignment_id not in self._due_dates:  # an assignment not there yet has none, once too (each asks ~2 ms)
             try:
                 self._due_dates[assignment_id] = self.gb.find_assignment(assignment_id).duedate
             except MissingEntry:
-                return None
+                self._due_dates[assignment_id] = None
         return self._due_dates[assignment_id]
 
     def extension(self, assignment_id: str, student_id: str) -> timedelta | None:
