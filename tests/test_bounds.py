@@ -12,6 +12,7 @@ import sys
 import nbformat
 import pytest
 
+from autograder import REPO_ROOT
 from autograder.examples import notebook_with_edits
 from autograder.results import MAX_CELL_ERRORS, CellRun, bounded_cells
 from autograder.engine import typed_value
@@ -285,3 +286,21 @@ def test_a_result_too_big_for_its_cap_is_cut_until_it_fits():
     assert len(json.dumps(result.to_dict())) <= MAX_RESULT_BYTES
     assert all(c.message.endswith(CUT) for c in checks) and result.parts[0].checks[0].name == "c0"
     assert [c.index for c in result.cells] == list(range(50)) and result.score == 0.0
+
+
+def test_cells_added_to_a_test_notebook_get_ids_no_other_cell_has(monkeypatch):
+    """nbformat draws each new cell's id at random: among the flood's 40,000 cells two shared one in about every
+    fifth notebook, and writing it warned (DuplicateCellId) and changed the id."""
+    import warnings
+    from nbformat.v4 import nbbase
+
+    source_ids = [c.id for c in nbformat.read(REPO_ROOT / "assignments" / "rmsnorm" / "rmsnorm.ipynb", 4).cells]
+    drawn = iter([source_ids[0], "same-id", "same-id", "same-id", "other-id", "same-id", "third-id"])
+    monkeypatch.setattr(nbbase, "random_cell_id", lambda: next(drawn))
+    nb = notebook_with_edits("rmsnorm", [], [(-1, "x = 1"), (-1, "y = 2"), (3, "z = 3")])
+    ids = [c.id for c in nb.cells]
+    assert len(set(ids)) == len(ids) == len(source_ids) + 3
+    assert {"same-id", "other-id", "third-id"} <= set(ids)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nbformat.writes(nb)

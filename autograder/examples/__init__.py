@@ -96,9 +96,14 @@ def notebook_with_edits(assignment_id: str, edits, extra_cells: list[tuple[int, 
     """The source notebook (or `base`) with each (old, new) edit applied where `old` occurs exactly once in
     the code cells, and plain code cells inserted at the given positions (negative: from the end)."""
     nb = nbformat.read(base or REPO_ROOT / "assignments" / assignment_id / f"{assignment_id}.ipynb", as_version=4)
+    taken = {cell.get("id") for cell in nb.cells}
     for position, source in extra_cells:
         index = position if position >= 0 else len(nb.cells) + 1 + position
-        nb.cells.insert(index, nbformat.v4.new_code_cell(source))
+        cell = nbformat.v4.new_code_cell(source)
+        while cell.id in taken:  # random ids: of 40,000 cells, two share one about every fifth notebook
+            cell.id = nbformat.v4.new_code_cell().id
+        taken.add(cell.id)
+        nb.cells.insert(index, cell)
     return apply_edits(nb, edits, assignment_id)
 
 
