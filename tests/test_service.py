@@ -11,6 +11,7 @@ import signal
 import socket
 import sqlite3
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -339,6 +340,8 @@ def test_an_attempt_queued_when_the_service_is_killed_is_graded_after_the_hub_re
         assert wait_graded(setup, "bob", attempt_id, timeout=300)["state"] == "graded"
     assert service_pid() != killed
     assert f"Service autograde exited with status -{signal.SIGKILL}" in hub.log_text()
+    # the batch folder the killed service was grading from (bob's notebooks in it) is gone: its successor removed it
+    assert not list(Path(tempfile.gettempdir()).glob(f"autograde-service-{killed}-*"))
     assert len([a for a in api(setup, "bob", "GET").json() if a["assignment"] == "swiglu"]) == 3
 
 

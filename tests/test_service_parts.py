@@ -212,3 +212,28 @@ def test_an_attempt_is_given_back_only_for_a_reason_of_ours():
     assert not _ours(result("这份提交无法评分：评它时评分进程的内存超出了限制（你的代码返回的数据太大？），请联系老师"))
     assert not _ours(result(status="graded"))
     assert not _ours(result(f"x {GRADER_ERROR}"))  # only the engine's own message, from its start
+
+
+def test_the_batch_folders_of_a_killed_service_are_removed_and_no_others(tmp_path):
+    import subprocess
+
+    from autograder.service.grading import BATCH_PREFIX, batch_folder_prefix, remove_stale_batch_folders
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid no process has now
+    dead = tmp_path / f"{BATCH_PREFIX}{gone.pid}-abc"
+    (dead / "attempt").mkdir(parents=True)
+    (dead / "attempt" / "rmsnorm.ipynb").write_text("{}")
+    alive = tmp_path / (batch_folder_prefix() + "def")  # this process's own: grading now
+    alive.mkdir()
+    foreign = tmp_path / f"{BATCH_PREFIX}1-ghi"  # pid 1 is alive (and another user's where not root)
+    foreign.mkdir()
+    unnamed = tmp_path / f"{BATCH_PREFIX}x1y2z3"  # not one of ours by its name
+    unnamed.mkdir()
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / f"{BATCH_PREFIX}{gone.pid}-jkl"  # a link with a dead pid's name: never followed
+    link.symlink_to(target)
+    assert remove_stale_batch_folders(tmp_path) == [dead]
+    assert not dead.exists()
+    assert alive.is_dir() and foreign.is_dir() and unnamed.is_dir() and target.is_dir() and link.is_symlink()

@@ -9,6 +9,9 @@ that died twice, a check that raised on the reference too, an executor that cann
 """
 
 import logging
+import os
+import re
+import shutil
 import tempfile
 import threading
 import traceback
@@ -24,6 +27,32 @@ from autograder.service.settings import ServiceSettings
 from autograder.service.store import GRADED, REFUNDED, Attempt, Store
 
 log = logging.getLogger("autograde.service")
+
+BATCH_PREFIX = "autograde-service-"  # + the service's pid + "-": the folder a batch's notebooks are written to
+
+
+def batch_folder_prefix() -> str:
+    return f"{BATCH_PREFIX}{os.getpid()}-"
+
+
+def remove_stale_batch_folders(root: Path | None = None) -> list[Path]:
+    """The batch folders a service left when it was killed (SIGKILL: its `finally` never ran), with the students'
+    notebooks in them: removed when the next service starts. Only this user's, and only a dead process's."""
+    removed = []
+    root = Path(root or tempfile.gettempdir())
+    for folder in root.glob(BATCH_PREFIX + "*"):
+        found = re.fullmatch(re.escape(BATCH_PREFIX) + r"(\d+)-.+", folder.name)
+        try:
+            if not found or folder.is_symlink() or not folder.is_dir() or folder.stat().st_uid != os.geteuid():
+                continue
+            os.kill(int(found.group(1)), 0)
+        except ProcessLookupError:  # its service is gone
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        except (OSError, OverflowError):  # alive under another user (PermissionError), or not a pid at all
+            continue
+    return removed
+
 
 OURS = ("这次练习没能评分，原因在评分服务这边（不是你的代码）：这次不计入次数，请稍后再提交一次。")
 
@@ -48,6 +77,8 @@ class GradingLoop:
 
     def start(self) -> None:
         self.store.requeue_interrupted()
+        for folder in remove_stale_batch_folders():
+            log.warning("removed %s, left by a service that was killed while grading", folder)
         self.thread.start()
 
     def wake(self) -> None:
@@ -77,7 +108,7 @@ class GradingLoop:
                 self._stop.wait(1.0)
 
     def grade(self, batch: list[Attempt]) -> None:
-        with tempfile.TemporaryDirectory(prefix="autograde-service-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=batch_folder_prefix()) as tmp:
             by_path, submissions = {}, []
             for attempt in batch:
                 path = Path(tmp) / attempt.id / f"{attempt.assignment}.ipynb"
