@@ -610,13 +610,13 @@ def _notebook_facts(found: FoundSubmission) -> tuple[str | None, bool]:
     import json
 
     from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes
-    from autograder.running.sandbox.json_nesting import nesting_within
+    from autograder.intake.validate import nesting_within
 
     try:
         data = load_notebook_bytes(found.notebook)
         if not nesting_within(data):
             return None, False  # the grading says why
-        nb = json.loads(data)
+        nb = json.loads(data.decode("utf-8"))  # as the grading reads it (json.loads would guess UTF-16 or -32 too)
         cells = nb.get("cells") if isinstance(nb, dict) and "nbformat" in nb else None
         if not isinstance(cells, list):
             return None, False  # not a notebook: the grading says so

@@ -1,12 +1,15 @@
 """JSON from a student (a sandbox's reply, a submitted notebook) nested too deep is refused before Python's
-parser recurses into it (autograder.running.sandbox.json_nesting): a garbage collection that starts inside the
+parser recurses into it (autograder.intake.validate.nesting_within): a garbage collection that starts inside the
 parser runs other objects' finalizers with only the stack the parser left. In CI a 5000-deep reply once left
 pytest's own unraisable-exception hook too little stack to format an error: the test of that reply failed."""
 
 import gc
 import json
+import json.decoder
+import json.scanner
 import random
 import struct
+import tracemalloc
 
 import pytest
 import torch
@@ -14,8 +17,9 @@ import torch
 from autograder.class_run import _notebook_facts
 from autograder.intake.discovery import FoundSubmission
 from autograder.intake.reading import UnreadableNotebook, parse_notebook
+from autograder.intake import validate
+from autograder.intake.validate import MAX_JSON_NESTING, nesting_within
 from autograder.running.sandbox import wire
-from autograder.running.sandbox.json_nesting import MAX_NESTING, nesting_within
 from autograder.running.sandbox.reply import ReplyError, encode_frame, parse_reply_frame
 
 DEEP = b"[" * 5000 + b"]" * 5000
@@ -61,7 +65,15 @@ def refused_facts(tmp_path):  # what the class run reads of a notebook before gr
     assert _notebook_facts(FoundSubmission("alice", "rmsnorm", path, tmp_path)) == (None, False)
 
 
-@pytest.mark.parametrize("refused", [refused_reply, refused_notebook, refused_facts])
+def refused_facts_utf16(tmp_path):
+    # json.loads(bytes) reads UTF-16 too, where U+2241 is the bytes 41 22: a lone quote to a measure of the bytes
+    text = '{"nbformat": 4, "cells": [], "x": "\u2241", "deep": ' + DEEP.decode() + "}"
+    path = tmp_path / "rmsnorm.ipynb"
+    path.write_bytes(text.encode("utf-16-le"))
+    assert _notebook_facts(FoundSubmission("alice", "rmsnorm", path, tmp_path)) == (None, False)
+
+
+@pytest.mark.parametrize("refused", [refused_reply, refused_notebook, refused_facts, refused_facts_utf16])
 def test_json_thousands_deep_is_refused_before_a_collection_can_start_deep_inside_the_parser(refused, tmp_path):
     thresholds = range(50, 1001, 25)  # a collection after this many allocations: some land deep in a parser
     Finalized.rooms = []
@@ -117,13 +129,75 @@ def test_nesting_is_measured_as_the_parser_sees_it_brackets_in_strings_not_count
     assert nesting_within(b'"\\' + b"[" * 300)  # so does a lone backslash's
 
 
+def reached_depth(text: str) -> int:
+    """How deep Python's JSON parser goes into `text` before it succeeds or fails: its pure-Python twin (the same
+    grammar as the C parser), counting."""
+    now = deepest = 0
+
+    def counted(parse):
+        def parse_counted(*args, **kwargs):
+            nonlocal now, deepest
+            now += 1
+            deepest = max(deepest, now)
+            try:
+                return parse(*args, **kwargs)
+            finally:
+                now -= 1
+        return parse_counted
+
+    decoder = json.JSONDecoder()
+    decoder.parse_array, decoder.parse_object = counted(json.decoder.JSONArray), counted(json.decoder.JSONObject)
+    decoder.parse_string = json.decoder.py_scanstring
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)
+    try:
+        decoder.decode(text)
+    except (ValueError, RecursionError):
+        pass
+    return deepest
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, validate._NESTING_CHUNK])
+def test_text_that_is_not_json_is_measured_at_least_as_deep_as_the_parser_goes(chunk, monkeypatch):
+    """Bits of JSON in random order (escapes, lone backslashes and quotes, unterminated strings): nesting_within
+    never says "within" of text the parser would go deeper into, whatever the chunks it is measured in."""
+    monkeypatch.setattr(validate, "_NESTING_CHUNK", chunk)
+    rng = random.Random(chunk)
+    bits = ["[", "]", "{", "}", '"', "\\", ",", ":", "1", "a", "\\u0022", '{"a":', "é", " ", "\\\\", '\\"']
+    weights = [8, 2, 1, 1, 3, 2, 2, 1, 2, 1, 1, 6, 1, 1, 2, 2]  # openers most: the parser must get somewhere
+    deeper = 0
+    for _ in range(4000):
+        text = "".join(rng.choices(bits, weights, k=rng.randint(0, 30)))
+        depth = reached_depth(text)
+        deeper += depth > 2
+        for limit in range(5):
+            assert not (depth > limit and nesting_within(text.encode(), limit)), (text, limit, depth)
+    assert deeper > 100  # the random texts do reach past the limits tried
+
+
+@pytest.mark.parametrize("name, raw", [
+    ("one string of escaped quotes", b"[" * 300 + b'"' + b'\\"' * (4 << 20)),
+    ("empty strings between brackets", b'""[' * ((8 << 20) // 3)),
+    ("empty strings and pairs", b'""[]' * (2 << 20)),
+])
+def test_measuring_8_mib_takes_bounded_memory(name, raw):
+    """Memory does not grow with the text beyond its copies (a regex with a repeat inside a repeat took ~95 bytes
+    a byte of escapes; one substitution over the whole text, ~50 bytes a byte of tiny strings)."""
+    tracemalloc.start()
+    try:
+        nesting_within(raw)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < len(raw) * 3 + 32 * 2**20, f"{name}: {peak / 2**20:.0f} MiB"
+
+
 def test_the_deepest_value_the_wire_sends_is_well_within_the_cap():
     value = torch.arange(6.0).reshape(2, 3)
     for level in range(wire.MAX_DEPTH - 1):  # a dict costs JSON the most levels (an object, its item list, a pair)
         value = {f"level{level}": value}  # and {"result": value} is the last
     frame = encode_frame({"op": "call", "id": 7, "ok": True, "seconds": 0.0, "output": ""}, {"result": value})
     header = json.loads(frame[4:4 + struct.unpack(">I", frame[:4])[0]])
-    assert 90 < json_depth(header) < MAX_NESTING / 2
+    assert 90 < json_depth(header) < MAX_JSON_NESTING / 2
     reply = parse_reply_frame(frame, 7)
     assert reply.ok and reply.error is None
     with pytest.raises(wire.WireError):

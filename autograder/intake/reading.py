@@ -18,7 +18,7 @@ import nbformat
 
 from autograder.assignments import Assignment
 from autograder.intake.skipping import cells_to_skip
-from autograder.running.sandbox.json_nesting import MAX_NESTING, nesting_within
+from autograder.intake.validate import MAX_JSON_NESTING, nesting_within
 
 MAX_NOTEBOOK_BYTES = 64 * 1024**2
 MAX_CELL_CHARS = 1024**2
@@ -83,8 +83,9 @@ def load_notebook_bytes(path: Path) -> bytes:
 
 
 def parse_notebook(data: bytes):
-    if not nesting_within(data):  # measured before the parser recurses (json_nesting says why)
-        raise UnreadableNotebook(f"笔记本文件的 JSON 嵌套太深（超过 {MAX_NESTING} 层），可能已损坏；请用 Jupyter 重新保存后提交")
+    if not nesting_within(data):  # measured before the parser recurses into it (nesting_within says why)
+        raise UnreadableNotebook(f"笔记本文件的 JSON 嵌套太深（超过 {MAX_JSON_NESTING} 层）："
+                                 "请清除输出（Kernel → Restart & Clear Output）后保存再提交；若仍如此，文件可能已损坏")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -7,9 +7,12 @@ sends it on. Nothing here raises on odd data: odd data becomes plain, typed data
     safe_text("\\udc80 bad")           -> "? bad"   (encodable as UTF-8, always)
     plain_value(10**400)               -> InvalidNumber  (a number no float holds exactly)
     student_id_from_name("bad\\udcff")  -> ("bad%FF", True)  (an escaped id, to be flagged)
+    nesting_within(b"[[1]]", 1)        -> False  (JSON text measured before json.loads parses it)
 """
 
 import math
+import re
+from itertools import accumulate
 import unicodedata
 from urllib.parse import quote
 from dataclasses import fields, is_dataclass
@@ -19,6 +22,10 @@ MAX_DEPTH = 32  # nested containers in a student's value (the wire's own cap)
 CUT = "…（已截断）"  # what every cut text and container ends with: the student sees that something is left out
 MAX_FIELD_CHARS = 20000  # one text field of a stored result (a message, an answer, a path)
 MAX_ITEMS = 100  # entries of one list or dict in a check's details
+# JSON text from a student (a sandbox's reply, a submitted notebook) nests at most this deep: far above what the wire
+# nests (about 100: up to three levels per value level, MAX_DEPTH of them) or a notebook (under 20), far below the
+# interpreter's recursion limit (about 1,000), where Python's C parser, recursing once per level, would stop
+MAX_JSON_NESTING = 200
 
 
 class OddValue:
@@ -202,3 +209,38 @@ def nbgrader_folder_name(student_id: str) -> str:
     the id is no single folder name (`/`, `..`: possible only through the API), which gets its escaped form."""
     plain = student_id not in ("", ".", "..") and "/" not in student_id and "\0" not in student_id
     return student_id if plain else safe_name(student_id)
+
+
+_JSON_STRING = re.compile(rb'"[^"]*"?')  # once escaped quotes are gone (an unterminated one runs to the end)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEPS = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1 / -1 as signed bytes
+_NESTING_CHUNK = 1 << 18  # bytes measured at a time: the pieces a substitution makes of one chunk stay few
+
+
+def nesting_within(raw: bytes, limit: int = MAX_JSON_NESTING) -> bool:
+    """Whether the JSON text `raw` (UTF-8) nests at most `limit` arrays and objects deep, brackets inside strings
+    not counted; asked before json.loads. Its C parser recurses once per level: text nested hundreds deep runs it to
+    the interpreter's recursion limit, and a garbage collection that starts there (after any allocation) runs other
+    objects' finalizers with a few frames of stack left, which fail (a file left open, an error hook that cannot
+    format its error). Text that is not JSON is measured as deep as the parser would go before it failed.
+
+    Linear time, and memory of a few copies of `raw` plus a bounded chunk's: escaped backslashes, then escaped
+    quotes, are removed first (pairs taken left to right, as the parser takes them), so every quote left opens or
+    closes a string; then the text is measured a chunk at a time, the depth and whether a string is open carried on."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return True
+    bare = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    depth, in_string = 0, False
+    for start in range(0, len(bare), _NESTING_CHUNK):
+        chunk = bare[start:start + _NESTING_CHUNK]
+        if in_string:  # a string open since an earlier chunk: it ends at the first quote
+            end = chunk.find(b'"')
+            if end < 0:
+                continue
+            chunk, in_string = chunk[end + 1:], False
+        in_string = chunk.count(b'"') % 2 == 1
+        steps = memoryview(_JSON_STRING.sub(b"", chunk).translate(_BRACKET_STEPS, _NOT_BRACKETS)).cast("b")
+        if steps and max(accumulate(steps, initial=depth)) > limit:
+            return False
+        depth += sum(steps)
+    return True

@@ -3,7 +3,7 @@
 Nothing of the course is in it: `solutions` and `autograder` are not importable there, and no path
 of the repository is on its sys.path. The sandbox runs `python -I -S runner.py`, and runner.py puts
 only the site folder (torch, numpy, matplotlib) and its own folder on sys.path. The files the sandbox
-runs (RUNNER_FILES): runner.py (the fork server), confinement.py, probe_server.py, wire.py and json_nesting.py.
+runs (RUNNER_FILES): runner.py (the fork server), confinement.py, probe_server.py and wire.py.
 
 An unprivileged sandbox user can run neither a Python that lives under a private home (pyenv in
 a 0700 home) nor read packages there, so the default is Debian's /usr/bin/python3.11 with the site
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SANDBOX_PACKAGES = ("torch==2.13.0", "numpy", "matplotlib")
-RUNNER_FILES = ("runner.py", "confinement.py", "probe_server.py", "wire.py", "json_nesting.py")
+RUNNER_FILES = ("runner.py", "confinement.py", "probe_server.py", "wire.py")
 
 
 class SandboxEnvironmentError(Exception):

@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass
 
 from autograder.running.sandbox import wire
-from autograder.intake.validate import clipped, plain_value
+from autograder.intake.validate import MAX_JSON_NESTING, clipped, nesting_within, plain_value
 
 MAX_ERROR_TYPE = 100
 MAX_ERROR_MESSAGE = 2000
@@ -39,6 +39,8 @@ class Reply:
 
 def parse_json_header(raw: bytes, max_total_bytes: int) -> tuple[dict, list[int]]:
     """wire.parse_header, with every way JSON can fail (deep nesting, huge integers) a ReplyError."""
+    if not nesting_within(raw):  # measured before the parser recurses into it (nesting_within says why)
+        raise ReplyError(f"header nested deeper than {MAX_JSON_NESTING} levels")
     try:
         return wire.parse_header(raw, max_total_bytes)
     except wire.WireError as exc:

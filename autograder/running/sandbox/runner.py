@@ -5,7 +5,7 @@ the course in it), as a warm parent (see `zygote`): it imports torch once and fo
 per submission, which gets two pipes (requests in, replies out). In the child, confinement.py confines
 the process and probe_server.py answers the grader's probes (its docstring lists the requests). It
 imports only the standard library, torch, what the notebooks import, and its siblings confinement.py,
-probe_server.py, wire.py and json_nesting.py (environment.RUNNER_FILES: copied, or bound, into the sandbox together).
+probe_server.py and wire.py (environment.RUNNER_FILES: copied, or bound, into the sandbox together).
 Everything it sends is plain data in wire.py's format; pass/fail is never decided here.
 """
 

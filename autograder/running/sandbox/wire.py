@@ -10,7 +10,7 @@ what JSON lacks:
 
 Nothing here unpickles, evals or imports anything named by the data: a reply is plain data whose
 sizes, dtypes and shapes are checked before a tensor is built from it. This module must import
-only the standard library, torch and json_nesting.py: it is also loaded inside the sandbox, next to runner.py.
+only the standard library and torch: it is also loaded inside the sandbox, next to runner.py.
 """
 
 import json
@@ -19,11 +19,6 @@ import os
 import struct
 
 import torch
-
-if __package__:
-    from .json_nesting import MAX_NESTING, nesting_within
-else:  # inside the sandbox: imported as a script's sibling
-    from json_nesting import MAX_NESTING, nesting_within
 
 # Bound once, at import, before any student code runs in the sandbox: monkeypatching torch.Tensor,
 # json, os or builtins later cannot change how a reply is encoded.
@@ -211,8 +206,6 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def parse_header(raw: bytes, max_total_bytes: int) -> tuple[dict, list[int]]:
     """Check a frame's header and return it with its buffer sizes."""
-    if not nesting_within(raw):  # before the parser recurses (json_nesting says why)
-        raise WireError(f"header nested deeper than {MAX_NESTING} levels")
     try:
         header = _json_loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
