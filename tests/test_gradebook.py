@@ -29,7 +29,9 @@ def test_a_gradebook_an_older_autograde_wrote_gets_the_cells_and_comments_nbgrad
             gb.gb.update_or_create_grade_cell(part.grade_id, assignment.id, assignment.id, max_score=0.0,
                                               cell_type="markdown" if part.written else "code")
         gb.gb.add_student("alice")
-        gb.gb.add_submission(assignment.id, "alice")
+        with warnings.catch_warnings():  # nbgrader's own add_submission trips SQLAlchemy's autoflush warnings
+            warnings.simplefilter("ignore", SAWarning)
+            gb.gb.add_submission(assignment.id, "alice")
 
         gb.ensure_assignment(assignment)
         tracked, solutions = release_cells(assignment.id)
@@ -164,7 +166,9 @@ def test_new_submissions_inserted_directly_make_the_gradebook_add_submission_mak
     the same gradebook, row for row and in the same order; with a gradebook that also has what add_submission
     mirrors and autograde never makes itself (a second notebook, a task cell, a grade cell of no part), a student
     imported before, and a submission there before with the instructor's score in it (recorded the ORM's way both
-    times). What `record` returns is the same too."""
+    times); a task cell named like a part's grade cell in the part's notebook; and, between the batch's two
+    transactions, a grade cell added by another connection (as `nbgrader generate_assignment` run meanwhile would).
+    What `record` returns is the same too."""
     from nbgrader.api import Gradebook
 
     ids = ["rmsnorm", "gradient_flow", "mla"]
@@ -187,6 +191,10 @@ def test_new_submissions_inserted_directly_make_the_gradebook_add_submission_mak
             gb.gb.add_student("s001", first_name="一", last_name="学生")
             gb.gb.add_student("s002")
             gb.ensure_assignment(load_assignment("rmsnorm"))
+            flow = load_assignment("gradient_flow")
+            gb.ensure_assignment(flow)  # a task cell with a part's name, where the part's grade cell is
+            gb.gb.update_or_create_task_cell(flow.parts[0].grade_id, flow.source.stem, "gradient_flow", max_score=1.0,
+                                             cell_type="markdown")
             with warnings.catch_warnings():  # nbgrader's add_submission trips SQLAlchemy's autoflush warnings
                 warnings.simplefilter("ignore", SAWarning)
                 before = gb.gb.add_submission("rmsnorm", "s002")  # there before, with the instructor's score in it
@@ -194,8 +202,14 @@ def test_new_submissions_inserted_directly_make_the_gradebook_add_submission_mak
             grade.manual_score = 1.0
             gb.gb.db.commit()
             calls = len(added)
+            half = len(results) // 2
             with gb.batch():
-                returned[way] = [gb.record(r, load_assignment(r.assignment_id)) for r in results]
+                returned[way] = [gb.record(r, load_assignment(r.assignment_id)) for r in results[:half]]
+                gb.commit()
+                with Gradebook(f"sqlite:///{tmp_path / f'{way}.db'}") as other:
+                    other.update_or_create_grade_cell("added_meanwhile", "rmsnorm", "rmsnorm", max_score=1.0,
+                                                      cell_type="code")
+                returned[way] += [gb.record(r, load_assignment(r.assignment_id)) for r in results[half:]]
                 gb.commit()
             # the ORM's way for every submission, or for none but the two already there
             assert len(added) - calls == (len(results) - 2 if way == "orm" else 0)
@@ -206,9 +220,31 @@ def test_new_submissions_inserted_directly_make_the_gradebook_add_submission_mak
         assert orm[table] == rows[table], table
     # what the comparison saw: every kind of row the fast way writes, in numbers that fit the results
     assert len(orm["submitted_assignment"]) == 9 * 3
-    assert len({r[1] for r in orm["task_cells"]}) == 1 and len(orm["task_cells"]) == 2
+    assert len(orm["task_cells"]) == 3
+    named_as_a_part = [r for r in orm["grade"] if r[2][2] == flow.parts[0].grade_id]  # r[2]: its cell
+    assert {r[2][3] for r in named_as_a_part} == {"GradeCell", "TaskCell"}
+    assert all((r[3] is None) == (r[2][3] == "TaskCell") for r in named_as_a_part)  # the score is the grade cell's
+    meanwhile = [r for r in orm["grade"] if r[2][2] == "added_meanwhile"]
+    assert 0 < len(meanwhile) < 9  # the submissions recorded after it, and only those, have its grade
     assert {r[4] for r in orm["submitted_notebook"]} >= {None, 0.0, 1.5, 2.0}
     assert any(r[3] is not None and "." in r[3] for r in orm["submitted_assignment"])
+
+
+def test_a_result_recorded_outside_a_batch_is_committed_both_ways(tmp_path):
+    """`record` outside `batch` is its own transaction, committed (the ORM's way always was): closing the gradebook
+    loses nothing, and the other connection that reads it next waits for no lock."""
+    results = _synthetic_results(["rmsnorm"], students=2)
+    for way in ("orm", "rows"):
+        path = tmp_path / f"{way}.db"
+        with CourseGradebook(path) as gb:
+            gb.insert_new = way == "rows"
+            for result in results:
+                gb.record(result, load_assignment("rmsnorm"))
+            with CourseGradebook(path) as other:  # while the first is still open
+                assert other.scores("rmsnorm", "s001") == {p.grade_id: p.auto_score for p in results[1].parts}
+        with CourseGradebook(path) as gb:
+            assert gb.scores("rmsnorm", "s000") == {p.grade_id: p.auto_score for p in results[0].parts}
+    assert gradebook_rows(tmp_path / "orm.db") == gradebook_rows(tmp_path / "rows.db")
 
 
 def test_a_due_date_is_read_once_per_gradebook_opened_also_when_the_assignment_is_not_there(tmp_path, monkeypatch):

@@ -56,7 +56,7 @@ _nbgrader_without_its_server()
 import nbgrader.api  # noqa: E402 (after the package is in place without its server)
 from nbgrader import utils as nbgrader_utils  # noqa: E402
 from nbgrader.api import Comment, Grade, Gradebook, MissingEntry  # noqa: E402
-from sqlalchemy import insert, select  # noqa: E402
+from sqlalchemy import event, insert, select  # noqa: E402
 from sqlalchemy.exc import SAWarning  # noqa: E402
 
 from autograder.assignments import Assignment  # noqa: E402
@@ -157,8 +157,11 @@ class CourseGradebook:
         self.path = Path(path)
         self.gb = Gradebook(f"sqlite:///{self.path}", course_id=course_id)
         self._prepared: set[str] = set()
-        self._shapes: dict[str, tuple] = {}  # assignment id -> _shape, while prepared
-        self._students: set[str] = set()  # students known to be in the gradebook (in this transaction or before)
+        # read within one transaction: another process (nbgrader's generate_assignment, `db student remove`) may
+        # change the gradebook between two
+        self._shapes: dict[str, tuple] = {}  # assignment id -> _shape
+        self._students: set[str] = set()  # students known to be in the gradebook
+        event.listen(self.gb.db(), "after_commit", lambda session: self._transaction_ended())
         self.insert_new = True  # record: a new submission's rows inserted (False: nbgrader's add_submission)
         self._due_dates: dict[str, datetime | None] = {}
 
@@ -192,6 +195,9 @@ class CourseGradebook:
         self.gb.db.rollback()
         self.gb.db.expunge_all()
         self._prepared.clear()
+        self._transaction_ended()
+
+    def _transaction_ended(self) -> None:
         self._shapes.clear()
         self._students.clear()
 
@@ -313,8 +319,10 @@ class CourseGradebook:
         try:
             if result.handin is not None:  # when it was handed in, and the late penalty `nbgrader export` subtracts
                 self._record_handin(result, assignment, submission)
-            # the submission's grades in one query, not one find_grade per part
-            grades = {g.name: g for nb in submission.notebooks if nb.name == notebook for g in nb.grades}
+            # the submission's grades of grade cells (a task cell may have a grade cell's name), in one query, not
+            # one find_grade per part
+            grades = {g.name: g for nb in submission.notebooks if nb.name == notebook
+                      for cells in [{c.id for c in nb.notebook.grade_cells}] for g in nb.grades if g.cell_id in cells}
             for part in assignment.parts:
                 grade = grades.get(part.grade_id) or gb.find_grade(part.grade_id, notebook, assignment.id,
                                                                    result.student_id)
@@ -386,6 +394,7 @@ class CourseGradebook:
                             (api.Comment, comment_rows)):
             if rows:
                 session.execute(insert(model.__table__), rows)
+        self.gb.db.commit()  # as the ORM's way ends (inside `batch`: a flush, the batch commits)
         return {p.grade_id: None for p in assignment.parts if _auto_score(p, scores) is not None}
 
     def manual_grades(self, assignment: Assignment, student_id: str) -> dict[str, tuple[float | None, str]]:
