@@ -382,16 +382,20 @@ def keep(run: ClassRun) -> None:
     policy, the instructor's grades, the roster) or where something else overwrote what we wrote (`nbgrader
     autograde`'s scores, `generate_feedback`'s page, a removed autograded notebook); every stored result of this
     run's assignments into the gradebook again (idempotent)."""
+    kept = set()  # written into the gradebook by _keep_one, as finished there
     for key, f in run.found_by_key.items():
         if key not in run.digests:
             stored = run.store.load(*key)
             if stored is not None:
                 _keep_one(run, stored, f)
+                kept.add(key)
     run.recorder.flush()
     run.results = run.store.all()  # every stored result, whatever this run graded
     graded_now = {(f.student_id, f.assignment_id) for f in run.todo}
-    for result in run.results:  # what this run's assignments had graded before (cached, or before an interruption)
-        if result.assignment_id in run.assignment_ids and (result.student_id, result.assignment_id) not in graded_now:
+    for result in run.results:  # the rest of what this run's assignments had graded before: not found now (a
+        # submission removed since); what was found and kept is in the gradebook already (_keep_one)
+        key = (result.student_id, result.assignment_id)
+        if result.assignment_id in run.assignment_ids and key not in graded_now and key not in kept:
             run.recorder.stage_only(result, lambda result=result: into_gradebook(run, result))
     run.recorder.flush()
 

@@ -230,6 +230,74 @@ def test_new_submissions_inserted_directly_make_the_gradebook_add_submission_mak
     assert any(r[3] is not None and "." in r[3] for r in orm["submitted_assignment"])
 
 
+def test_submissions_there_already_are_updated_directly_as_the_orm_updates_them(tmp_path):
+    """A class recorded, then recorded again with other results (other scores, hand-ins added, changed and gone),
+    with the instructor's scores given in formgrader in between (a written part with one needs no manual grade):
+    the same gradebook, row for row, and the same returned values, whether the second round updates the rows
+    directly or takes the ORM's way. In the same transaction, a submission just updated directly is then written
+    the ORM's way while the session holds its objects as loaded before: they are read again, not taken as they
+    were. A part's grade row gone (made again when the gradebook is opened) is written the same way too."""
+    import sqlite3
+    from dataclasses import replace
+
+    from nbgrader.api import Gradebook
+
+    ids = ["rmsnorm", "gradient_flow", "mla"]
+    first, second = _synthetic_results(ids, students=6), _synthetic_results(ids, students=6, seed=8)
+    again = first[0]  # written once more, the ORM's way, after its update in the same transaction
+    assert {p.grade_id: p.auto_score for p in again.parts} != {p.grade_id: p.auto_score for p in second[0].parts}
+    returned, lost_returned = {}, {}
+    for way in ("orm", "rows"):
+        path = tmp_path / f"{way}.db"
+        with CourseGradebook(path) as gb:
+            gb.insert_new = False  # the first round the same way both times
+            for r in first:
+                gb.record(r, load_assignment(r.assignment_id))
+        with Gradebook(f"sqlite:///{path}") as other:  # formgrader, meanwhile
+            for r in first[:9]:
+                assignment = load_assignment(r.assignment_id)
+                part = next((p for p in assignment.parts if p.written), assignment.parts[-1])
+                other.find_grade(part.grade_id, assignment.source.stem, assignment.id, r.student_id).manual_score = 0.5
+            other.db.commit()
+        with CourseGradebook(path) as gb:
+            gb.insert_new = way == "rows"
+            with gb.batch():
+                held = gb.gb.find_submission(again.assignment_id, again.student_id)
+                held_grades = [g for nb in held.notebooks for g in nb.grades]  # loaded now, kept by the session
+                assert {g.auto_score for g in held_grades} != {None}
+                returned[way] = [gb.record(r, load_assignment(r.assignment_id)) for r in second]
+                gb.insert_new = False
+                returned[way].append(gb.record(again, load_assignment(again.assignment_id)))
+                gb.commit()
+        lost = second[3]  # a part's grade row gone (an older autograde's gradebook): made again, then written
+        part = load_assignment(lost.assignment_id).parts[0]
+        db = sqlite3.connect(path)
+        gone = db.execute("delete from grade where id in (select g.id from grade g join submitted_notebook n on "
+                          "g.notebook_id = n.id join submitted_assignment s on n.assignment_id = s.id join "
+                          "grade_cells c on g.cell_id = c.id join base_cell b on c.id = b.id where s.student_id = ? "
+                          "and b.name = ?)", (lost.student_id, part.grade_id)).rowcount
+        db.commit()
+        db.close()
+        assert gone == 1
+        with CourseGradebook(path) as gb:
+            gb.insert_new = way == "rows"
+            other_scores = replace(lost, parts=[replace(p, score=0.0) for p in lost.parts])
+            lost_returned[way] = gb.record(other_scores, load_assignment(lost.assignment_id))
+            assert gb.scores(lost.assignment_id, lost.student_id)[part.grade_id] is not None
+    assert returned["orm"] == returned["rows"]
+    assert lost_returned["orm"] == lost_returned["rows"]
+    orm, rows = gradebook_rows(tmp_path / "orm.db"), gradebook_rows(tmp_path / "rows.db")
+    assert orm.keys() == rows.keys()
+    for table in orm:
+        assert orm[table] == rows[table], table
+    # what the comparison saw: scores replaced, hand-ins' times and penalties changed, a manual grade that decided
+    assert sum(1 for r in returned["rows"] if r) >= len(second) // 2
+    changed = {(a.student_id, a.assignment_id) for a, b in zip(first, second) if a.handin != b.handin}
+    assert len(changed) >= len(second) // 3
+    assert {r[4] for r in orm["submitted_notebook"]} >= {0.0, 1.5, 2.0}
+    assert any(r[4] is not None and not r[6] for r in orm["grade"])  # a manual score: no manual grade needed
+
+
 def test_a_result_recorded_outside_a_batch_is_committed_both_ways(tmp_path):
     """`record` outside `batch` is its own transaction, committed (the ORM's way always was): closing the gradebook
     loses nothing, and the other connection that reads it next waits for no lock."""

@@ -56,7 +56,8 @@ _nbgrader_without_its_server()
 import nbgrader.api  # noqa: E402 (after the package is in place without its server)
 from nbgrader import utils as nbgrader_utils  # noqa: E402
 from nbgrader.api import Comment, Grade, Gradebook, MissingEntry  # noqa: E402
-from sqlalchemy import event, insert, select  # noqa: E402
+from sqlalchemy import bindparam, event, insert, select, update  # noqa: E402
+from sqlalchemy.orm.util import identity_key  # noqa: E402
 from sqlalchemy.exc import SAWarning  # noqa: E402
 
 from autograder.assignments import Assignment  # noqa: E402
@@ -301,9 +302,10 @@ class CourseGradebook:
 
         A submission the gradebook does not have yet (every one in a first run) is written as rows, with its scores
         in them (`_insert_new`): the rows nbgrader's add_submission makes, with what the rest of this method then
-        sets, in a few statements instead of the ORM's flushes (13-20 ms a result). `insert_new = False` takes
-        the ORM's way for every submission: tests/test_gradebook.py writes a class both ways and compares the
-        gradebooks."""
+        sets, in a few statements instead of the ORM's flushes (13-20 ms a result); one it has (a result kept, or
+        graded again) by updates of the rows whose values change (`_update_rows`). `insert_new = False` takes the
+        ORM's way for every submission: tests/test_gradebook.py writes a class both ways, and again with other
+        results, and compares the gradebooks."""
         gb, notebook = self.gb, assignment.source.stem
         try:
             if self.insert_new:
@@ -319,8 +321,8 @@ class CourseGradebook:
         try:
             if result.handin is not None:  # when it was handed in, and the late penalty `nbgrader export` subtracts
                 self._record_handin(result, assignment, submission)
-            # the submission's grades of grade cells (a task cell may have a grade cell's name), in one query, not
-            # one find_grade per part
+            # the submission's grades of grade cells (a task cell may have a grade cell's name), read together (its
+            # notebooks, their grades and the notebook's grade cells: a few lazy loads), not one find_grade per part
             grades = {g.name: g for nb in submission.notebooks if nb.name == notebook
                       for cells in [{c.id for c in nb.notebook.grade_cells}] for g in nb.grades if g.cell_id in cells}
             for part in assignment.parts:
@@ -351,8 +353,8 @@ class CourseGradebook:
 
     def _insert_new(self, result: SubmissionResult, assignment: Assignment) -> dict[str, float | None] | None:
         """`record` for a submission the gradebook does not have: its rows inserted with their final values, the
-        same rows and in the same order as add_submission's flush, followed by `record`'s changes. None (nothing
-        written) when the submission is there already."""
+        same rows and in the same order as add_submission's flush, followed by `record`'s changes; for one it has,
+        `_update_rows`. None (nothing written) where the ORM's way is to be taken."""
         self.ensure_assignment(assignment)
         self._ensure_student(result.student_id)
         session = self.gb.db()
@@ -360,9 +362,10 @@ class CourseGradebook:
         api = nbgrader.api
         submitted = api.SubmittedAssignment.__table__
         assignment_key, notebooks = self._shape(assignment)
-        if session.execute(select(submitted.c.id).where(submitted.c.assignment_id == assignment_key,
-                                                        submitted.c.student_id == result.student_id)).first():
-            return None
+        there = session.execute(select(submitted.c.id).where(submitted.c.assignment_id == assignment_key,
+                                                             submitted.c.student_id == result.student_id)).first()
+        if there is not None:
+            return self._update_rows(there[0], result, assignment, notebooks)
         timestamp, penalty = self._handin_values(result)
         own = assignment.source.stem
         scores = {p.grade_id: p.auto_score for p in result.parts}
@@ -396,6 +399,61 @@ class CourseGradebook:
                 session.execute(insert(model.__table__), rows)
         self.gb.db.commit()  # as the ORM's way ends (inside `batch`: a flush, the batch commits)
         return {p.grade_id: None for p in assignment.parts if _auto_score(p, scores) is not None}
+
+    def _update_rows(self, submission_id: str, result: SubmissionResult, assignment: Assignment,
+                     notebooks: list[tuple]) -> dict[str, float | None] | None:
+        """`record` for a submission the gradebook has (a result kept or graded again): what the ORM's way changes
+        (the hand-in's time and penalty, each part's auto score and whether it needs a manual grade), read in two
+        queries and written as updates of the rows that change. None, with nothing written, when the submission
+        lacks a row the ORM's way would find otherwise (its notebook, a part's grade): the ORM's way then."""
+        api, session, own = nbgrader.api, self.gb.db(), assignment.source.stem
+        own_notebook = next((nb for nb in notebooks if nb[1] == own), None)
+        if own_notebook is None:
+            return None
+        submitted_nb, grade = api.SubmittedNotebook.__table__, api.Grade.__table__
+        ours = session.execute(select(submitted_nb.c.id, submitted_nb.c.notebook_id,
+                                      submitted_nb.c.late_submission_penalty)
+                               .where(submitted_nb.c.assignment_id == submission_id)).all()
+        mine = [row for row in ours if row[1] == own_notebook[0]]
+        if len(mine) != 1:
+            return None
+        names = dict(own_notebook[2])  # grade cell id -> name, of the assignment's own notebook
+        grades = {names[row[1]]: row for row in session.execute(
+            select(grade.c.id, grade.c.cell_id, grade.c.auto_score, grade.c.manual_score, grade.c.needs_manual_grade)
+            .where(grade.c.notebook_id == mine[0][0])).all() if row[1] in names}
+        if any(part.grade_id not in grades for part in assignment.parts):
+            return None
+        scores = {p.grade_id: p.auto_score for p in result.parts}
+        replaced, changed = {}, []
+        for part in assignment.parts:
+            grade_id, _, auto_before, manual, needs_before = grades[part.grade_id]
+            auto, needs = _auto_score(part, scores), _needs_manual_grade(part, manual)
+            if auto_before != auto:
+                replaced[part.grade_id] = auto_before
+            if auto_before != auto or needs_before != needs:
+                changed.append({"row": grade_id, "auto_score": auto, "needs_manual_grade": needs})
+        if changed:
+            session.execute(update(grade).where(grade.c.id == bindparam("row")), changed)
+        touched = [(api.Grade, row["row"]) for row in changed]
+        if result.handin is not None:  # as _record_handin: the penalty on the assignment's notebook, 0 on the others
+            timestamp, penalty = self._handin_values(result)
+            if timestamp is not None:
+                session.execute(update(api.SubmittedAssignment.__table__)
+                                .where(api.SubmittedAssignment.__table__.c.id == submission_id)
+                                .values(timestamp=timestamp))
+            touched.append((api.SubmittedAssignment, submission_id))
+            for row in ours:
+                value = penalty if row[0] == mine[0][0] else 0.0
+                if row[2] != value:
+                    session.execute(update(submitted_nb).where(submitted_nb.c.id == row[0])
+                                    .values(late_submission_penalty=value))
+        touched += [(api.SubmittedNotebook, row[0]) for row in ours] + [(api.SubmittedAssignment, submission_id)]
+        for model, key in touched:  # an object the session loaded before holds the old values: read it again
+            instance = session.identity_map.get(identity_key(model, key))
+            if instance is not None:
+                session.expire(instance)
+        self.gb.db.commit()  # as the ORM's way ends (inside `batch`: a flush, the batch commits)
+        return replaced
 
     def manual_grades(self, assignment: Assignment, student_id: str) -> dict[str, tuple[float | None, str]]:
         """grade_id -> (the manual score, the instructor's comments) given in formgrader, for the parts that have
