@@ -78,6 +78,8 @@ def test_json_thousands_deep_is_refused_before_a_collection_can_start_deep_insid
     thresholds = range(50, 1001, 25)  # a collection after this many allocations: some land deep in a parser
     Finalized.rooms = []
     old = gc.get_threshold()
+    gc.collect()
+    gc.freeze()  # what the process holds is walked by no collection below: each takes microseconds, not a second
     try:
         for threshold in thresholds:
             gc.collect()
@@ -93,6 +95,7 @@ def test_json_thousands_deep_is_refused_before_a_collection_can_start_deep_insid
     finally:
         gc.set_threshold(*old)
         gc.enable()
+        gc.unfreeze()
     assert len(Finalized.rooms) == 3 * len(thresholds)
     # before: the parser recursed to the interpreter's limit and a finalizer got as few as 20 frames
     assert min(Finalized.rooms) > 500, sorted(Finalized.rooms)[:5]
