@@ -188,7 +188,7 @@ class Grader:
         """Read (within the submission's budget, which starts here), run, check, score. A result graded with the
         unchanged demo cells skipped is kept only when every cell that ran succeeded and every check passed;
         otherwise the submission is graded again with every cell, within what is left of the same budget, and that
-        result stands (autograder.intake.skipping): skipping costs time, never points."""
+        result stands: a skipped cell costs time, never points (and what no layer sees: autograder.intake.skipping)."""
         started = time.monotonic()
         deadline = started + self.options.limits.submission_timeout
         seed = student_seed(submission.secret or self.secret, assignment.id, submission.student_id)

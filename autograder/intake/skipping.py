@@ -5,7 +5,7 @@ plots or demonstrates; it defines nothing that a later untagged cell or a check 
 kernel (no draw from the global random generators, no seed, no default dtype, no change of an earlier object):
 tests/test_cell_skipping.py runs every tagged cell of every reference notebook and checks that.
 
-Skipping never changes a grade; two layers make sure of it:
+A skipped cell never costs points; two layers make sure of it:
 
 1. This module's rule, conservative by construction: a submitted cell is a candidate only when its source is
    byte-identical to a tagged cell (the student cannot tag a cell), and it stays skipped only when no cell that
@@ -22,6 +22,12 @@ Skipping never changes a grade; two layers make sure of it:
    succeeded and every check passed; otherwise it grades the submission again with every cell, within what is
    left of the same budget, and that result stands. So a name reached through a computed string (which no static
    rule sees) costs time, never points.
+
+What neither layer sees: a tagged cell calls the student's own functions (that is what a demo is for), and one that
+keeps state from one call to the next (a cache keyed on too little, a counter, a global it sets) could make a check
+fail after the demo's call that passes without it; the clean result with the demo skipped then stands. No example,
+hostile case or bench notebook does so (tests/test_cell_skipping.py grades them both ways); `--run-all-cells` rules
+it out.
 
 `autograde grade --run-all-cells` runs every cell, as nbgrader does; the choice is part of the regrade key.
 """

@@ -169,7 +169,8 @@ def differences(submissions: list[Submission], runs: dict[bool, list[SubmissionR
 def run_selftest(tier: str | None = None, echo=print, assignment_ids=None, both_ways: bool = False,
                  progress: bool = False, progress_interval: float | None = None) -> int:
     """Grade the plan and report; with `both_ways`, grade it also with every cell run: both must be at 100% and
-    every result the same check by check (the skipping of unchanged demo cells is a fast path, never a grade).
+    every result the same check by check (the skipping of unchanged demo cells is a fast path, shown to grade the
+    examples as every cell run does).
     `progress`: a bar on a terminal, else a line every `progress_interval` seconds (autograder.progress)."""
     from autograder.progress import Progress
 
