@@ -172,6 +172,7 @@ class ClassRun:
     # record
     delivered: int = 0  # results of this run's grading handed to the recorder
     record_failures: list[str] = field(default_factory=list)
+    unrecorded: set = field(default_factory=set)  # (student, assignment) of each of those
     restored: set = field(default_factory=set)  # keys whose auto scores something else had changed
     restored_feedback: set = field(default_factory=set)  # ... whose feedback page something else had replaced
     restored_autograded: set = field(default_factory=set)  # ... whose autograded notebook something else removed
@@ -340,8 +341,14 @@ def open_gradebook(run: ClassRun) -> None:
                                                    enabled=run.progress))
     run.recorder = BatchRecorder(run.gb.commit, run.gb.rollback, lambda what, exc: _pending(
         run, _recording_failed(what.key, run.assignments[what.key.assignment_id], exc)),
-        lambda what, exc: run.record_failures.append(
-            f"{what.key.student_id}/{what.key.assignment_id}: {type(exc).__name__}: {safe_text(exc, 300)}"))
+        lambda what, exc: _unrecorded(run, what.key, exc))
+
+
+def _unrecorded(run: ClassRun, result: SubmissionResult, exc: Exception) -> None:
+    """A result whose recording failed and whose failure could not be recorded either: reported."""
+    run.unrecorded.add((result.student_id, result.assignment_id))
+    run.record_failures.append(f"{result.student_id}/{result.assignment_id}: {type(exc).__name__}: "
+                               f"{safe_text(exc, 300)}")
 
 
 def read_facts(run: ClassRun) -> None:
@@ -393,9 +400,11 @@ def keep(run: ClassRun) -> None:
     run.results = run.store.all()  # every stored result, whatever this run graded
     graded_now = {(f.student_id, f.assignment_id) for f in run.todo}
     for result in run.results:  # the rest of what this run's assignments had graded before: not found now (a
-        # submission removed since); what was found and kept is in the gradebook already (_keep_one)
+        # submission removed since), or kept but left in the gradebook as a failure its files could not record
+        # (the stored result stands: the gradebook has it again); the other kept ones are there already (_keep_one)
         key = (result.student_id, result.assignment_id)
-        if result.assignment_id in run.assignment_ids and key not in graded_now and key not in kept:
+        if result.assignment_id in run.assignment_ids and key not in graded_now \
+                and (key not in kept or key in run.unrecorded):
             run.recorder.stage_only(result, lambda result=result: into_gradebook(run, result))
     run.recorder.flush()
 

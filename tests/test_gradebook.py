@@ -298,6 +298,92 @@ def test_submissions_there_already_are_updated_directly_as_the_orm_updates_them(
     assert any(r[4] is not None and not r[6] for r in orm["grade"])  # a manual score: no manual grade needed
 
 
+def test_a_direct_update_reads_the_rows_and_leaves_the_session_nothing_stale(tmp_path):
+    """Inside a batch that has written nothing yet, formgrader (another connection) gives a part another auto score.
+    A direct update reads the rows, not the objects the session held from before: that part already has the
+    score it writes, and the returned dict says so. A write of the same submission the ORM's way next, in the same
+    transaction, then sees that score too (every grade the direct way read is read again), and replaces it."""
+    from dataclasses import replace
+
+    from nbgrader.api import Gradebook
+
+    [first] = _synthetic_results(["rmsnorm"], students=1)
+    assignment = load_assignment("rmsnorm")
+    part = next(p for p in assignment.parts if not p.written)
+    at = next(i for i, p in enumerate(first.parts) if p.grade_id == part.grade_id)
+    scored = lambda score: replace(first, parts=[  # noqa: E731
+        replace(p, score=score, checks=[replace(c, points=score) for c in p.checks]) if i == at else p
+        for i, p in enumerate(first.parts)])
+    path = tmp_path / "gradebook.db"
+    with CourseGradebook(path) as gb:
+        gb.record(scored(1.0), assignment)
+    with CourseGradebook(path) as gb:
+        with gb.batch():
+            held = gb.gb.find_submission("rmsnorm", first.student_id)
+            held_grades = [g for nb in held.notebooks for g in nb.grades]  # the session holds them, as loaded
+            assert part.grade_id in {g.name for g in held_grades}
+            with Gradebook(f"sqlite:///{path}") as other:
+                other.find_grade(part.grade_id, assignment.source.stem, "rmsnorm", first.student_id).auto_score = 0.25
+                other.db.commit()
+            assert part.grade_id not in gb.record(scored(0.25), assignment)  # the row has 0.25 already
+            gb.insert_new = False
+            assert gb.record(scored(1.0), assignment) == {part.grade_id: 0.25}
+            gb.commit()
+    with CourseGradebook(path) as gb:
+        assert gb.scores("rmsnorm", first.student_id)[part.grade_id] == 1.0
+
+
+def test_a_kept_result_whose_failure_cannot_be_recorded_leaves_the_stored_scores_in_the_gradebook(tmp_path,
+                                                                                                  monkeypatch):
+    """keep(): a kept result finished again (its scores had been overwritten) whose files fail, and whose failure's
+    files fail too (a full disk): the failure is reported, the result file keeps the stored scores, and so does
+    the gradebook (written again from the store, as results.json and grades.csv show it), not the failure's
+    zeros."""
+    from types import SimpleNamespace
+
+    from autograder import class_run
+    from autograder.intake.discovery import FoundSubmission
+    from autograder.recording.outputs import ResultStore
+    from autograder.recording.rendered import RecordingFacts
+
+    flow = load_assignment("gradient_flow")
+    stored = next(r for r in _synthetic_results(["gradient_flow"], students=6)
+                  if any(p.auto_score for p in r.parts))
+    key = (stored.student_id, stored.assignment_id)
+    out = tmp_path / "out"
+    run = class_run.ClassRun(opts=None, assignment_ids=[flow.id], out=out, course=None,
+                             gradebook_path=tmp_path / "gradebook.db")
+    run.store = ResultStore(out)
+    run.store.save(stored)
+    run.assignments = {flow.id: flow}
+    run.found_by_key = {key: FoundSubmission(*key, tmp_path / key[0] / "gradient_flow.ipynb")}
+    run.handin_settings = SimpleNamespace(release_flagged_feedback=False)
+    run.students = {stored.student_id: {"email": "", "named": False}}
+    run.state = SimpleNamespace(roster=[], added_students=[])
+    run.restored = {key}  # its scores had been overwritten (nbgrader autograde): finished again, its files again
+    monkeypatch.setattr(class_run, "facts_of", lambda run, f: RecordingFacts(handin=stored.handin))
+    monkeypatch.setattr(class_run, "finish", lambda result, known: "rendered")
+
+    def disk_full(run, result, rendered):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(class_run, "write_files", disk_full)
+    class_run.open_gradebook(run)
+    try:
+        class_run.keep(run)
+    finally:
+        class_run.close_gradebook(run)
+    assert run.unrecorded == {key} and len(run.record_failures) == 1
+    [in_store] = run.store.all()
+    want = {p.grade_id: p.auto_score for p in stored.parts}
+    assert {p.grade_id: p.auto_score for p in in_store.parts} == want
+    with CourseGradebook(tmp_path / "gradebook.db") as gb:
+        scores = gb.scores(flow.id, stored.student_id)
+    assert {grade_id: scores[grade_id] for grade_id, auto in want.items() if auto is not None} == \
+        {grade_id: auto for grade_id, auto in want.items() if auto is not None}
+    assert any(want.values())
+
+
 def test_a_result_recorded_outside_a_batch_is_committed_both_ways(tmp_path):
     """`record` outside `batch` is its own transaction, committed (the ORM's way always was): closing the gradebook
     loses nothing, and the other connection that reads it next waits for no lock."""

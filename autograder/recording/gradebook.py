@@ -434,14 +434,13 @@ class CourseGradebook:
                 changed.append({"row": grade_id, "auto_score": auto, "needs_manual_grade": needs})
         if changed:
             session.execute(update(grade).where(grade.c.id == bindparam("row")), changed)
-        touched = [(api.Grade, row["row"]) for row in changed]
+        touched = [(api.Grade, row[0]) for row in grades.values()]
         if result.handin is not None:  # as _record_handin: the penalty on the assignment's notebook, 0 on the others
             timestamp, penalty = self._handin_values(result)
             if timestamp is not None:
                 session.execute(update(api.SubmittedAssignment.__table__)
                                 .where(api.SubmittedAssignment.__table__.c.id == submission_id)
                                 .values(timestamp=timestamp))
-            touched.append((api.SubmittedAssignment, submission_id))
             for row in ours:
                 value = penalty if row[0] == mine[0][0] else 0.0
                 if row[2] != value:
