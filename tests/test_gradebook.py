@@ -180,7 +180,7 @@ def test_new_submissions_inserted_directly_make_the_gradebook_add_submission_mak
     returned = {}
     for way in ("orm", "rows"):
         with CourseGradebook(tmp_path / f"{way}.db") as gb:
-            gb.insert_new = way == "rows"
+            gb.by_rows = way == "rows"
             mla = load_assignment("mla")
             gb.ensure_assignment(mla)
             gb.gb.update_or_create_notebook("extra", "mla")
@@ -227,6 +227,10 @@ def test_new_submissions_inserted_directly_make_the_gradebook_add_submission_mak
     meanwhile = [r for r in orm["grade"] if r[2][2] == "added_meanwhile"]
     assert 0 < len(meanwhile) < 9  # the submissions recorded after it, and only those, have its grade
     assert {r[4] for r in orm["submitted_notebook"]} >= {None, 0.0, 1.5, 2.0}
+    # `nbgrader export` sums a submission's notebooks' penalties: the whole on the assignment's own, 0.0 on the other
+    mla_rows = [r for r in orm["submitted_notebook"] if r[2][1] == ("assignment", "mla")]
+    assert {r[4] for r in mla_rows if r[2][2] == "extra"} == {None, 0.0}
+    assert {r[4] for r in mla_rows if r[2][2] != "extra"} >= {None, 1.5, 2.0}
     assert any(r[3] is not None and "." in r[3] for r in orm["submitted_assignment"])
 
 
@@ -250,7 +254,7 @@ def test_submissions_there_already_are_updated_directly_as_the_orm_updates_them(
     for way in ("orm", "rows"):
         path = tmp_path / f"{way}.db"
         with CourseGradebook(path) as gb:
-            gb.insert_new = False  # the first round the same way both times
+            gb.by_rows = False  # the first round the same way both times
             for r in first:
                 gb.record(r, load_assignment(r.assignment_id))
         with Gradebook(f"sqlite:///{path}") as other:  # formgrader, meanwhile
@@ -260,13 +264,13 @@ def test_submissions_there_already_are_updated_directly_as_the_orm_updates_them(
                 other.find_grade(part.grade_id, assignment.source.stem, assignment.id, r.student_id).manual_score = 0.5
             other.db.commit()
         with CourseGradebook(path) as gb:
-            gb.insert_new = way == "rows"
+            gb.by_rows = way == "rows"
             with gb.batch():
                 held = gb.gb.find_submission(again.assignment_id, again.student_id)
                 held_grades = [g for nb in held.notebooks for g in nb.grades]  # loaded now, kept by the session
                 assert {g.auto_score for g in held_grades} != {None}
                 returned[way] = [gb.record(r, load_assignment(r.assignment_id)) for r in second]
-                gb.insert_new = False
+                gb.by_rows = False
                 returned[way].append(gb.record(again, load_assignment(again.assignment_id)))
                 gb.commit()
         lost = second[3]  # a part's grade row gone (an older autograde's gradebook): made again, then written
@@ -280,7 +284,7 @@ def test_submissions_there_already_are_updated_directly_as_the_orm_updates_them(
         db.close()
         assert gone == 1
         with CourseGradebook(path) as gb:
-            gb.insert_new = way == "rows"
+            gb.by_rows = way == "rows"
             other_scores = replace(lost, parts=[replace(p, score=0.0) for p in lost.parts])
             lost_returned[way] = gb.record(other_scores, load_assignment(lost.assignment_id))
             assert gb.scores(lost.assignment_id, lost.student_id)[part.grade_id] is not None
@@ -326,7 +330,7 @@ def test_a_direct_update_reads_the_rows_and_leaves_the_session_nothing_stale(tmp
                 other.find_grade(part.grade_id, assignment.source.stem, "rmsnorm", first.student_id).auto_score = 0.25
                 other.db.commit()
             assert part.grade_id not in gb.record(scored(0.25), assignment)  # the row has 0.25 already
-            gb.insert_new = False
+            gb.by_rows = False
             assert gb.record(scored(1.0), assignment) == {part.grade_id: 0.25}
             gb.commit()
     with CourseGradebook(path) as gb:
@@ -391,7 +395,7 @@ def test_a_result_recorded_outside_a_batch_is_committed_both_ways(tmp_path):
     for way in ("orm", "rows"):
         path = tmp_path / f"{way}.db"
         with CourseGradebook(path) as gb:
-            gb.insert_new = way == "rows"
+            gb.by_rows = way == "rows"
             for result in results:
                 gb.record(result, load_assignment("rmsnorm"))
             with CourseGradebook(path) as other:  # while the first is still open

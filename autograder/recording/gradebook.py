@@ -141,6 +141,14 @@ def run_nbgrader(args: list[str], cwd: Path, timeout: float | None = None) -> su
                           timeout=timeout)
 
 
+def late_penalties(penalty: float | None, notebooks: list[tuple]) -> dict:
+    """The late penalty of each of a submission's notebooks, (key, is the assignment's own) in the gradebook's order:
+    the whole penalty on the assignment's own notebook (else on the first), 0.0 on any other, so that `nbgrader
+    export`, which sums them, subtracts it once. The ORM's way (`_record_handin`) and the rows' both use it."""
+    first = next((key for key, own in notebooks if own), notebooks[0][0] if notebooks else None)
+    return {key: penalty if key == first else 0.0 for key, _ in notebooks}
+
+
 def _auto_score(part, scores: dict) -> float | None:
     """A part's auto score in the gradebook: none for a written answer (as nbgrader has it), else ours."""
     return None if part.written else float(scores.get(part.grade_id) or 0.0)
@@ -163,7 +171,7 @@ class CourseGradebook:
         self._shapes: dict[str, tuple] = {}  # assignment id -> _shape
         self._students: set[str] = set()  # students known to be in the gradebook
         event.listen(self.gb.db(), "after_commit", lambda session: self._transaction_ended())
-        self.insert_new = True  # record: a new submission's rows inserted (False: nbgrader's add_submission)
+        self.by_rows = True  # record: a submission's rows inserted or updated directly (False: nbgrader's ORM)
         self._due_dates: dict[str, datetime | None] = {}
 
     def close(self) -> None:
@@ -301,15 +309,15 @@ class CourseGradebook:
         before) where they differed from ours.
 
         A submission the gradebook does not have yet (every one in a first run) is written as rows, with its scores
-        in them (`_insert_new`): the rows nbgrader's add_submission makes, with what the rest of this method then
+        in them (`_write_rows`): the rows nbgrader's add_submission makes, with what the rest of this method then
         sets, in a few statements instead of the ORM's flushes (13-20 ms a result); one it has (a result kept, or
-        graded again) by updates of the rows whose values change (`_update_rows`). `insert_new = False` takes the
+        graded again) by updates of the rows whose values change (`_update_rows`). `by_rows = False` takes the
         ORM's way for every submission: tests/test_gradebook.py writes a class both ways, and again with other
         results, and compares the gradebooks."""
         gb, notebook = self.gb, assignment.source.stem
         try:
-            if self.insert_new:
-                replaced = self._insert_new(result, assignment)
+            if self.by_rows:
+                replaced = self._write_rows(result, assignment)
                 if replaced is not None:
                     return replaced
         except BaseException:
@@ -351,7 +359,7 @@ class CourseGradebook:
                  [c.id for c in nb.task_cells]) for nb in gradebook_assignment.notebooks])
         return self._shapes[assignment.id]
 
-    def _insert_new(self, result: SubmissionResult, assignment: Assignment) -> dict[str, float | None] | None:
+    def _write_rows(self, result: SubmissionResult, assignment: Assignment) -> dict[str, float | None] | None:
         """`record` for a submission the gradebook does not have: its rows inserted with their final values, the
         same rows and in the same order as add_submission's flush, followed by `record`'s changes; for one it has,
         `_update_rows`. None (nothing written) where the ORM's way is to be taken."""
@@ -374,14 +382,14 @@ class CourseGradebook:
         session.execute(insert(submitted), [{"id": submission_id, "assignment_id": assignment_key,
                                              "student_id": result.student_id, "timestamp": timestamp,
                                              "extension": None}])
-        # the penalty on the assignment's own notebook, 0 on any other (as _record_handin); None without a hand-in
-        first = next((nb[0] for nb in notebooks if nb[1] == own), notebooks[0][0] if notebooks else None)
+        # None without a hand-in
+        penalties = late_penalties(penalty, [(nb[0], nb[1] == own) for nb in notebooks])
         notebook_rows, grade_rows, comment_rows = [], [], []
         for notebook_key, name, grade_cells, solution_cells, task_cells in notebooks:
             notebook_id = api.new_uuid()
             notebook_rows.append({"id": notebook_id, "assignment_id": submission_id, "notebook_id": notebook_key,
                                   "flagged": False, "late_submission_penalty":
-                                      None if result.handin is None else penalty if notebook_key == first else 0.0})
+                                      None if result.handin is None else penalties[notebook_key]})
             for cell, cell_name in grade_cells:
                 part = parts.get(cell_name) if name == own else None
                 grade_rows.append({"id": api.new_uuid(), "notebook_id": notebook_id, "cell_id": cell,
@@ -435,14 +443,15 @@ class CourseGradebook:
         if changed:
             session.execute(update(grade).where(grade.c.id == bindparam("row")), changed)
         touched = [(api.Grade, row[0]) for row in grades.values()]
-        if result.handin is not None:  # as _record_handin: the penalty on the assignment's notebook, 0 on the others
+        if result.handin is not None:
             timestamp, penalty = self._handin_values(result)
             if timestamp is not None:
                 session.execute(update(api.SubmittedAssignment.__table__)
                                 .where(api.SubmittedAssignment.__table__.c.id == submission_id)
                                 .values(timestamp=timestamp))
+            penalties = late_penalties(penalty, [(row[0], row[0] == mine[0][0]) for row in ours])
             for row in ours:
-                value = penalty if row[0] == mine[0][0] else 0.0
+                value = penalties[row[0]]
                 if row[2] != value:
                     session.execute(update(submitted_nb).where(submitted_nb.c.id == row[0])
                                     .values(late_submission_penalty=value))
@@ -508,9 +517,10 @@ class CourseGradebook:
         timestamp, penalty = self._handin_values(result)
         if timestamp is not None:
             submission.timestamp = timestamp
-        notebooks = sorted(submission.notebooks, key=lambda nb: nb.name != assignment.source.stem)
-        for i, nb in enumerate(notebooks):  # the whole penalty on the assignment's notebook (it has one)
-            nb.late_submission_penalty = penalty if i == 0 else 0.0
+        own = assignment.source.stem
+        penalties = late_penalties(penalty, [(i, nb.name == own) for i, nb in enumerate(submission.notebooks)])
+        for i, nb in enumerate(submission.notebooks):
+            nb.late_submission_penalty = penalties[i]
 
     @staticmethod
     def _handin_values(result: SubmissionResult) -> tuple[datetime | None, float | None]:
