@@ -8,6 +8,7 @@ A batch (`grade_batch`) collects the checks once and grades the submissions one 
 one submission's failure, whatever it is, becomes that submission's status, never the batch's.
 """
 
+import hashlib
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -21,7 +22,7 @@ from autograder.course import course_secret, student_seed
 from autograder.catalogue import variants_of
 from autograder.running.notebook_run import NotebookRun, SandboxGaveUp, budget_text
 from autograder.checks.probes import CheckFailed, StudentCode
-from autograder.intake.reading import UnreadableNotebook, prepare
+from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes, prepare
 from autograder.results import (STATUS_ERROR, STATUS_GRADED, CellRun, CheckResult, PartResult,
                                           SubmissionResult, bound_size, bounded_cells)
 from autograder.running import memory_pressure
@@ -192,11 +193,15 @@ class Grader:
         started = time.monotonic()
         deadline = started + self.options.limits.submission_timeout
         seed = student_seed(submission.secret or self.secret, assignment.id, submission.student_id)
+        graded = ""  # the digest of the bytes graded, which the result keeps ("": none could be read)
         try:
-            prepared = prepare(submission.notebook, assignment, self.options.run_all_cells)
+            data = load_notebook_bytes(Path(submission.notebook))
+            graded = hashlib.sha256(data).hexdigest()
+            prepared = prepare(submission.notebook, assignment, self.options.run_all_cells, data=data)
         except UnreadableNotebook as exc:
             result = failed_result(submission, assignment, self.tier, seed, exc.message)
             result.seconds = time.monotonic() - started
+            result.graded_sha256 = graded
             return result
         timings = {"read": round(time.monotonic() - started, 4)}
         result, clean = self._attempt(submission, assignment, run_checks, prepared, prepared.cells, prepared.skipped,
@@ -208,6 +213,7 @@ class Grader:
             result, _ = self._attempt(submission, assignment, run_checks, prepared, prepared.all_cells, [],
                                       seed, deadline, timings)
         result.seconds = time.monotonic() - started
+        result.graded_sha256 = graded
         return result
 
     def _attempt(self, submission: Submission, assignment: Assignment, run_checks, prepared, cells: list,

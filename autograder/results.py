@@ -1,5 +1,6 @@
 """Typed results of grading: per check, per part, per submission; JSON in and out."""
 
+import re
 from dataclasses import asdict, dataclass, field
 
 STATUS_GRADED = "graded"  # the notebook ran and every part was scored (whatever the score)
@@ -12,6 +13,7 @@ STATUS_ERROR = "error"  # the submission could not be graded at all (unreadable,
 MAX_CELL_ERRORS = 50
 MAX_CELL_MESSAGE = 2000
 MAX_CELLS_KEPT = 500
+_SHA256 = re.compile(r"|[0-9a-f]{64}")  # a graded_sha256: a hex digest, or "" (nothing read)
 
 
 @dataclass
@@ -160,6 +162,9 @@ class SubmissionResult:
     written_answers: dict = field(default_factory=dict)  # grade_id -> the student's written (markdown) answer
     handin: HandIn | None = None  # set by the grading run (autograder.intake.handin), not by the engine
     infrastructure_error: bool = False  # not graded for a reason of ours (a worker died): never kept in the cache
+    # the sha256 of the notebook's bytes as the engine read them to grade ("": none could be read; None: not said,
+    # a result stored by an older grader): the cache keeps a result only under the digest of what it graded
+    graded_sha256: str | None = None
 
     @property
     def penalty(self) -> float:
@@ -206,6 +211,9 @@ class SubmissionResult:
         ]
         data["cells"] = [CellRun(**c) for c in data.get("cells", [])]
         data["handin"] = HandIn.from_dict(data["handin"]) if data.get("handin") else None
+        graded = data.get("graded_sha256")
+        if graded is not None and not (isinstance(graded, str) and _SHA256.fullmatch(graded)):
+            data["graded_sha256"] = None  # not a digest: the result does not say what it graded
         return cls(**data)
 
     def identity(self) -> dict:

@@ -112,8 +112,10 @@ def parse_notebook(data: bytes):
     return nb
 
 
-def prepare(path: Path, assignment: Assignment, run_all_cells: bool = False) -> PreparedNotebook:
-    nb = parse_notebook(load_notebook_bytes(Path(path)))
+def prepare(path: Path, assignment: Assignment, run_all_cells: bool = False,
+            data: bytes | None = None) -> PreparedNotebook:
+    """What grading runs of the notebook at `path` (its bytes `data`, when the caller read them already)."""
+    nb = parse_notebook(load_notebook_bytes(Path(path)) if data is None else data)
     prepared = PreparedNotebook(cells=[])
     raw = []  # each code cell's source as submitted
     answer_ids = {cell_id for part in assignment.parts for cell_id in part.answer_cells}

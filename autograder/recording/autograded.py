@@ -6,6 +6,7 @@ The notebook is the student's, as submitted (its outputs never ran here: the gra
 the sandbox and keeps nothing it printed); a submission that could not be read gets none.
 """
 
+import hashlib
 from pathlib import Path
 
 from autograder.intake.discovery import FoundSubmission
@@ -36,7 +37,8 @@ def write_autograded(course: Path, result: SubmissionResult, found: FoundSubmiss
     if result.status != STATUS_ERROR:
         try:
             data = load_notebook_bytes(found.notebook)
-            parse_notebook(data)
+            if result.graded_sha256 is None or hashlib.sha256(data).hexdigest() != result.graded_sha256:
+                parse_notebook(data)  # not the bytes the engine read and graded (changed since, or not said)
         except UnreadableNotebook:
             data = None
     if data is None:

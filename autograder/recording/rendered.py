@@ -66,8 +66,18 @@ def finish(result: SubmissionResult, facts: RecordingFacts) -> Rendered:
     # the instructor's grades first: they are part of the raw score the penalty is of
     result.apply_manual_grades(facts.manual_grades)
     result.handin = final_handin(result, facts)
-    return Rendered(render_report(result),
-                    encode_result(result, facts.digest, None if result.infrastructure_error else facts.cache_key))
+    return Rendered(render_report(result), encode_result(result, *kept_under(result, facts.digest, facts.cache_key)))
+
+
+def kept_under(result: SubmissionResult, digest: str | None, cache_key: str | None) -> tuple[str | None, str | None]:
+    """The notebook digest and cache key `result`'s file keeps, given the run's (`digest`: the notebook as the run
+    read it when it decided what to grade). When the engine graded other bytes (the file was replaced in between: a
+    hand-in collected while the class is graded, or gone), the file keeps the digest of what was graded and no cache
+    key: the next run grades the submission again, whatever is there then. A result not graded for a reason of
+    ours is never cached either; one that does not say what it graded (an older grader's) keeps the run's."""
+    if result.graded_sha256 is not None and result.graded_sha256 != digest:
+        return result.graded_sha256 or None, None
+    return digest, None if result.infrastructure_error else cache_key
 
 
 def warm_up() -> None:
@@ -90,8 +100,9 @@ def checked(rendered, result: SubmissionResult, digest: str | None, cache_key: s
         data = json.loads(rendered.result_file)
     except (ValueError, RecursionError):
         return None
+    digest, cache_key = kept_under(result, digest, cache_key)
     expected = {"student_id": result.student_id, "assignment_id": result.assignment_id, "score": result.score,
-                "notebook_sha256": digest, "cache_key": None if result.infrastructure_error else cache_key}
+                "notebook_sha256": digest, "cache_key": cache_key}
     if not isinstance(data, dict) or any(data.get(k) != v for k, v in expected.items()):
         return None
     return rendered
