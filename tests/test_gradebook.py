@@ -416,3 +416,34 @@ def test_a_due_date_is_read_once_per_gradebook_opened_also_when_the_assignment_i
         gb.gb.add_assignment("rope", duedate="2026-11-30 23:59:00")
         assert [str(gb.due_date("rope")) for _ in range(3)] == ["2026-11-30 23:59:00"] * 3
     assert asked == ["rmsnorm", "rope"]
+
+
+def test_submissions_made_before_a_cell_was_in_the_gradebook_get_its_grade_and_comment(tmp_path):
+    """nbgrader's autograde and formgrader expect a grade per grade cell and a comment per solution cell in every
+    submission. Submissions made before a cell was in the gradebook (their rows deleted here, some of them only) get
+    them when the gradebook is opened again, once each, also in a session that had loaded them before."""
+    import sqlite3
+
+    results = _synthetic_results(["rmsnorm", "mla"], students=4)
+    path = tmp_path / "gradebook.db"
+    with CourseGradebook(path) as gb:
+        for result in results:
+            gb.record(result, load_assignment(result.assignment_id))
+    pairs = lambda rows: sorted(map(repr, ((r[1], r[2]) for r in rows)))  # noqa: E731 (submitted notebook, cell)
+    full = gradebook_rows(path)
+    db = sqlite3.connect(path)
+    for table, keep in (("grade", 1), ("comment", 2)):  # s001 and s002 lack rows, s000 and s003 keep them all
+        db.execute(f"delete from {table} where rowid in (select t.rowid from {table} t join submitted_notebook n "
+                   f"on t.notebook_id = n.id join submitted_assignment a on n.assignment_id = a.id "
+                   f"where a.student_id in ('s001', 's002') and t.rowid % 3 != {keep})")
+    db.commit()
+    db.close()
+    gone = gradebook_rows(path)
+    assert len(gone["grade"]) < len(full["grade"]) and len(gone["comment"]) < len(full["comment"])
+    with CourseGradebook(path) as gb:
+        gb.gb.find_submission("mla", "s001").notebooks[0].grades  # loaded before: the fill still sees its rows
+        for assignment_id in ("rmsnorm", "mla"):
+            gb.ensure_assignment(load_assignment(assignment_id))
+    after = gradebook_rows(path)
+    for table in ("grade", "comment"):
+        assert pairs(after[table]) == pairs(full[table]), table

@@ -55,8 +55,9 @@ _nbgrader_without_its_server()
 
 import nbgrader.api  # noqa: E402 (after the package is in place without its server)
 from nbgrader import utils as nbgrader_utils  # noqa: E402
-from nbgrader.api import Comment, Grade, Gradebook, MissingEntry  # noqa: E402
+from nbgrader.api import Comment, Grade, Gradebook, MissingEntry, SubmittedNotebook  # noqa: E402
 from sqlalchemy import bindparam, event, insert, select, update  # noqa: E402
+from sqlalchemy.orm import selectinload  # noqa: E402
 from sqlalchemy.orm.util import identity_key  # noqa: E402
 from sqlalchemy.exc import SAWarning  # noqa: E402
 
@@ -267,7 +268,11 @@ class CourseGradebook:
         gb = self.gb
         nb = gb.find_notebook(assignment.source.stem, assignment.id)
         added = False
-        for submitted in nb.submissions:
+        # nb.submissions with their grades and comments in three queries, not two lazy loads per submission (0.3 s
+        # of a run again over 280 submissions)
+        submissions = (gb.db.query(SubmittedNotebook).filter(SubmittedNotebook.notebook_id == nb.id)
+                       .options(selectinload(SubmittedNotebook.grades), selectinload(SubmittedNotebook.comments)).all())
+        for submitted in submissions:
             graded = {g.cell_id for g in submitted.grades}
             commented = {c.cell_id for c in submitted.comments}
             for cell in nb.grade_cells:
