@@ -387,7 +387,7 @@ class CourseGradebook:
         session.execute(insert(submitted), [{"id": submission_id, "assignment_id": assignment_key,
                                              "student_id": result.student_id, "timestamp": timestamp,
                                              "extension": None}])
-        # None without a hand-in
+        # each notebook's late penalty (late_penalties); None on every notebook without a hand-in
         penalties = late_penalties(penalty, [(nb[0], nb[1] == own) for nb in notebooks])
         notebook_rows, grade_rows, comment_rows = [], [], []
         for notebook_key, name, grade_cells, solution_cells, task_cells in notebooks:
