@@ -120,3 +120,19 @@ def test_what_a_result_says_it_graded_is_a_digest_or_nothing():
     assert SubmissionResult.from_dict(base).graded_sha256 is None  # a result stored before it was kept
     for odd in ("../etc", sha(b"x").upper(), sha(b"x") + "0", 7, ["a"], {"a": 1}):
         assert SubmissionResult.from_dict({**base, "graded_sha256": odd}).graded_sha256 is None
+
+
+def test_a_notebook_larger_than_grading_reads_is_not_read_to_be_digested(tmp_path):
+    """`decide` digests every notebook: one past the limit the engine reads (a file of many gigabytes left in
+    submitted/) is not read through for that; it has no digest, so it is never cached, and each run refuses it again
+    at once, as the engine refuses it unread."""
+    from autograder.intake.reading import MAX_NOTEBOOK_BYTES
+    from autograder.recording.outputs import notebook_digest
+
+    notebook = tmp_path / "rmsnorm.ipynb"
+    notebook.write_bytes(b"x" * MAX_NOTEBOOK_BYTES)
+    assert notebook_digest(notebook) == sha(notebook.read_bytes())  # at the limit: read and digested
+    with open(notebook, "ab") as f:
+        f.truncate(100 * 1024**3)  # sparse: past the limit by far, nothing on disk
+    with pytest.raises(OSError, match="larger than a notebook is read"):
+        notebook_digest(notebook)

@@ -44,14 +44,24 @@ def atomic_write(path: Path, data: str | bytes, durable: bool = True) -> None:
 
 
 def notebook_digest(path: Path) -> str:
-    """sha256 of the file's bytes; a link or a special file is not followed (OSError): it may point at a secret."""
+    """sha256 of the file's bytes; a link or a special file is not followed (OSError): it may point at a secret. A
+    file larger than grading reads (intake.reading.MAX_NOTEBOOK_BYTES) is not read either (OSError): the engine
+    refuses it unread, and it has no digest to be cached under (refused again, at once, by each run)."""
+    from autograder.intake.reading import MAX_NOTEBOOK_BYTES
+
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
             raise OSError(f"{path} is not a regular file")
-        digest = hashlib.sha256()
-        while chunk := f.read(1 << 20):
+        if info.st_size > MAX_NOTEBOOK_BYTES:
+            raise OSError(f"{path} is larger than a notebook is read ({info.st_size} bytes)")
+        digest, left = hashlib.sha256(), MAX_NOTEBOOK_BYTES + 1
+        while left and (chunk := f.read(min(1 << 20, left))):
             digest.update(chunk)
+            left -= len(chunk)
+        if not left:  # it grew while it was read
+            raise OSError(f"{path} is larger than a notebook is read")
         return digest.hexdigest()
 
 
