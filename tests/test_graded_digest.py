@@ -134,5 +134,5 @@ def test_a_notebook_larger_than_grading_reads_is_not_read_to_be_digested(tmp_pat
     assert notebook_digest(notebook) == sha(notebook.read_bytes())  # at the limit: read and digested
     with open(notebook, "ab") as f:
         f.truncate(100 * 1024**3)  # sparse: past the limit by far, nothing on disk
-    with pytest.raises(OSError, match="larger than a notebook is read"):
+    with pytest.raises(OSError, match="笔记本太大"):
         notebook_digest(notebook)

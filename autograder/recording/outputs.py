@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import re
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,25 +43,15 @@ def atomic_write(path: Path, data: str | bytes, durable: bool = True) -> None:
 
 
 def notebook_digest(path: Path) -> str:
-    """sha256 of the file's bytes; a link or a special file is not followed (OSError): it may point at a secret. A
-    file larger than grading reads (intake.reading.MAX_NOTEBOOK_BYTES) is not read either (OSError): the engine
-    refuses it unread, and it has no digest to be cached under (refused again, at once, by each run)."""
-    from autograder.intake.reading import MAX_NOTEBOOK_BYTES
+    """sha256 of the file's bytes, read as grading reads them (intake.reading.load_notebook_bytes): a link or a
+    special file is not followed, nor a file larger than grading reads read through (OSError, then: it has no digest
+    to be cached under, and each run refuses it again, at once, as the engine refuses it unread)."""
+    from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes
 
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path} is not a regular file")
-        if info.st_size > MAX_NOTEBOOK_BYTES:
-            raise OSError(f"{path} is larger than a notebook is read ({info.st_size} bytes)")
-        digest, left = hashlib.sha256(), MAX_NOTEBOOK_BYTES + 1
-        while left and (chunk := f.read(min(1 << 20, left))):
-            digest.update(chunk)
-            left -= len(chunk)
-        if not left:  # it grew while it was read
-            raise OSError(f"{path} is larger than a notebook is read")
-        return digest.hexdigest()
+    try:
+        return hashlib.sha256(load_notebook_bytes(path)).hexdigest()
+    except UnreadableNotebook as exc:
+        raise OSError(f"{path}: {exc.message}") from None
 
 
 _NOTEBOOK_SHA256, _CACHE_KEY = "notebook_sha256", "cache_key"
