@@ -163,7 +163,8 @@ class SubmissionResult:
     handin: HandIn | None = None  # set by the grading run (autograder.intake.handin), not by the engine
     infrastructure_error: bool = False  # not graded for a reason of ours (a worker died): never kept in the cache
     # the sha256 of the notebook's bytes as the engine read them to grade ("": none could be read; None: not said,
-    # a result stored by an older grader): the cache keeps a result only under the digest of what it graded
+    # the engine's own error or a result stored by an older grader): the cache keeps a result only under the digest
+    # of what it graded, and never one that does not say (autograder.recording.rendered.kept_under)
     graded_sha256: str | None = None
 
     @property

@@ -96,21 +96,57 @@ def test_a_notebook_replaced_between_deciding_and_grading_is_graded_again_next_r
     assert stored(course) == second
 
 
-def test_the_autograded_notebook_is_read_again_when_it_changed_after_grading(tmp_path, monkeypatch):
-    """formgrader's copy is the file as found when the result is recorded; the grading's own parse vouches for it
-    only when those are the bytes that were graded. A file cut short after grading leaves no autograded copy."""
+@pytest.mark.parametrize("meanwhile", ["replaced", "cut"])
+def test_the_autograded_notebook_is_only_ever_the_bytes_that_were_graded(tmp_path, monkeypatch, meanwhile):
+    """formgrader's copy (autograded/) shows the written answers beside our scores: it is the notebook as graded,
+    never a file that changed between grading and recording. Replaced then by another student's work (a valid
+    notebook) or cut short, the submission gets no copy; with the graded notebook back, the kept result writes it."""
     course = course_with(tmp_path / "course", RIGHT)
     notebook = course / "submitted" / "alice" / "rmsnorm" / "rmsnorm.ipynb"
+    copy = course / "autograded" / "alice" / "rmsnorm" / "rmsnorm.ipynb"
     write_files = class_run.write_files
 
-    def cut_then_write(run, result, rendered):
-        notebook.write_bytes(RIGHT[: len(RIGHT) // 2])
+    def change_then_write(run, result, rendered):
+        notebook.write_bytes(WRONG if meanwhile == "replaced" else RIGHT[: len(RIGHT) // 2])
         write_files(run, result, rendered)
 
-    monkeypatch.setattr(class_run, "write_files", cut_then_write)
+    monkeypatch.setattr(class_run, "write_files", change_then_write)
     grade(course)
     assert stored(course)["score"] == 10 and stored(course)["cache_key"] is not None  # graded as the run read it
-    assert not (course / "autograded" / "alice" / "rmsnorm" / "rmsnorm.ipynb").exists()
+    assert not copy.exists()
+
+    monkeypatch.setattr(class_run, "write_files", write_files)
+    notebook.write_bytes(RIGHT)  # the graded notebook handed in again: kept, and its copy written now
+    output = grade(course)
+    assert "graded 0 submission(s); 1 unchanged" in " ".join(output.split()), output
+    assert copy.read_bytes() == RIGHT
+
+
+def test_an_error_of_the_engine_s_own_is_not_cached(tmp_path, monkeypatch):
+    """An exception of ours escaping the engine (a bug, or the grading process's memory limit reached while reading a
+    notebook made to exhaust it: millions of empty objects) is that submission's error, and the next run grades it
+    again: the result does not say which bytes it graded, so it is never kept as "unchanged"."""
+    from autograder import engine
+    from autograder.run import RunOptions, run_grading
+
+    course = course_with(tmp_path / "course", RIGHT)
+    prepare = engine.prepare
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError()
+
+    def graded():
+        return run_grading(RunOptions(assignments=["rmsnorm"], submissions=course / "submitted", out=course / "out",
+                                      workers=1, in_process=True))
+
+    monkeypatch.setattr(engine, "prepare", exhausted)
+    graded()
+    first = stored(course)
+    assert first["status"] == "error" and "内存" in first["message"], first["message"]
+    assert first["graded_sha256"] is None and first["cache_key"] is None
+    monkeypatch.setattr(engine, "prepare", prepare)
+    second = graded()
+    assert second.skipped == 0 and stored(course)["score"] == 10 and stored(course)["cache_key"] is not None
 
 
 def test_what_a_result_says_it_graded_is_a_digest_or_nothing():

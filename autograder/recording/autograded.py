@@ -2,8 +2,9 @@
 
 nbgrader's own autograde leaves `autograded/<student>/<assignment>/<notebook>.ipynb` (and the submission's
 timestamp.txt); formgrader shows each submission from there, written answers included, to grade by hand.
-The notebook is the student's, as submitted (its outputs never ran here: the grader runs student code only in
-the sandbox and keeps nothing it printed); a submission that could not be read gets none.
+The notebook is the student's, as submitted and graded (its outputs never ran here: the grader runs student code only
+in the sandbox and keeps nothing it printed): the bytes the engine read, parsed and graded, and only those; a
+submission that could not be read, or whose file has changed since it was graded, gets none.
 """
 
 import hashlib
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from autograder.intake.discovery import FoundSubmission
 from autograder.recording.outputs import atomic_write
-from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes, parse_notebook
+from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes
 from autograder.results import STATUS_ERROR, SubmissionResult
 
 
@@ -37,10 +38,12 @@ def write_autograded(course: Path, result: SubmissionResult, found: FoundSubmiss
     if result.status != STATUS_ERROR:
         try:
             data = load_notebook_bytes(found.notebook)
-            if result.graded_sha256 is None or hashlib.sha256(data).hexdigest() != result.graded_sha256:
-                parse_notebook(data)  # not the bytes the engine read and graded (changed since, or not said)
         except UnreadableNotebook:
-            data = None
+            pass
+    if data is not None and hashlib.sha256(data).hexdigest() != result.graded_sha256:
+        # not the bytes that were graded (replaced since, or not said): formgrader would show another notebook's
+        # written answers beside these scores. None until the submission is graded again (or kept and found so)
+        data = None
     if data is None:
         page.unlink(missing_ok=True)
         return

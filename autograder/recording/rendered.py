@@ -73,9 +73,12 @@ def kept_under(result: SubmissionResult, digest: str | None, cache_key: str | No
     """The notebook digest and cache key `result`'s file keeps, given the run's (`digest`: the notebook as the run
     read it when it decided what to grade). When the engine graded other bytes (the file was replaced in between: a
     hand-in collected while the class is graded, or gone), the file keeps the digest of what was graded and no cache
-    key: the next run grades the submission again, whatever is there then. A result not graded for a reason of
-    ours is never cached either; one that does not say what it graded (an older grader's) keeps the run's."""
-    if result.graded_sha256 is not None and result.graded_sha256 != digest:
+    key: the next run grades the submission again, whatever is there then. Nor is a result cached that does not say
+    what it graded (the engine's own error, an exception of ours or its memory limit while reading: graded again
+    next run, as a worker that died is) or that was not graded for a reason of ours."""
+    if result.graded_sha256 is None:
+        return digest, None
+    if result.graded_sha256 != digest:
         return result.graded_sha256 or None, None
     return digest, None if result.infrastructure_error else cache_key
 
