@@ -203,6 +203,7 @@ class Grader:
             result.seconds = time.monotonic() - started
             result.graded_sha256 = graded
             return result
+        del data  # parsed: the grading needs `prepared` only (up to 64 MiB less held while the sandbox runs)
         timings = {"read": round(time.monotonic() - started, 4)}
         result, clean = self._attempt(submission, assignment, run_checks, prepared, prepared.cells, prepared.skipped,
                                       seed, deadline, timings)
