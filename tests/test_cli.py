@@ -417,7 +417,8 @@ except SystemExit as exit_:
     code = exit_.code
 heavy = sorted(m for m, module in sys.modules.items() if module is not None and (
     m.split(".")[0] in ("torch", "pytest", "jupyter_server", "nbconvert", "alembic", "rfc3987_syntax", "isoduration",
-                        "arrow", "rfc3986_validator", "webcolors")
+                        "arrow", "rfc3986_validator", "webcolors", "rfc3339_validator", "uri_template", "jsonpointer",
+                        "fqdn")
     or m.startswith("nbgrader.server_extensions")))
 print(json.dumps({"code": code, "heavy": heavy}))
 """
