@@ -18,6 +18,7 @@ what has no result file under the same key yet, and rewrites the other stored re
 import contextlib
 import dataclasses
 import functools
+import hashlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +37,7 @@ from autograder.recording.autograded import autograded_missing, write_autograded
 from autograder.recording.batch import BatchRecorder, Pending
 from autograder.recording.cache import grading_key, submission_key
 from autograder.recording.class_record import ClassRecord, ClassState, roster_of
-from autograder.recording.outputs import (ResultStore, atomic_write, nbgrader_folder_name, notebook_digest,
+from autograder.recording.outputs import (ResultStore, atomic_write, nbgrader_folder_name,
                                           write_grades_csv, write_results_json)
 from autograder.recording.rendered import RecordingFacts, Rendered, checked, final_handin, finish
 from autograder.results import (FLAG_ID, FLAG_IDENTITY, FLAG_UNANSWERED, FLAG_UNMAPPED,
@@ -281,16 +282,22 @@ def decide(run: ClassRun) -> None:
     opts = run.opts
     keys = {a: grading_key(a, run.tier, _graded_limits(run.limits), opts.convention_credit, run.secret,
                            run_all_cells=opts.run_all_cells) for a in run.assignment_ids}
+    from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes
+
     run.found_by_key = {(f.student_id, f.assignment_id): f for f in run.found}
-    read = {key: _notebook_facts(f) for key, f in run.found_by_key.items()}
-    run.foreign = {key: facts[0] for key, facts in read.items()}
-    run.unanswered = {key for key, facts in read.items() if facts[1]}
+    run.foreign, run.unanswered = {}, set()
     for f in run.found:
         key = (f.student_id, f.assignment_id)
-        try:
-            digest = notebook_digest(f.notebook)
-        except OSError:
-            digest = None  # graded anyway: reading it fails inside, as that submission's error status
+        try:  # read once, as grading reads it (no link or special file followed; nothing past the 64 MiB it reads)
+            data = load_notebook_bytes(f.notebook)
+        except UnreadableNotebook:
+            data = None  # graded anyway: reading it fails inside, as that submission's error status; never cached
+        digest = hashlib.sha256(data).hexdigest() if data is not None else None
+        if run.found_by_key[key] is f:  # the facts of the file graded under this key, of the bytes digested
+            run.foreign[key], unanswered = _notebook_facts(f.assignment_id, data)
+            if unanswered:
+                run.unanswered.add(key)
+        del data
         cache_key = submission_key(keys[f.assignment_id], f.student_id, digest)
         stored = run.store.load(f.student_id, f.assignment_id)
         if stored is not None:
@@ -615,20 +622,19 @@ def _update_state(state: ClassState, discovery: Discovery, results: list[Submiss
     state.gradebook, state.roster = str(Path(gradebook).resolve()), list(roster)
 
 
-def _notebook_facts(found: FoundSubmission) -> tuple[str | None, bool]:
-    """What reading a found notebook says before it is graded: the other assignment it belongs to (its grade cells,
-    else None), and whether nothing is answered in it: every code cell is one of the released notebook's
-    (`release/`: answer stubs, demo and self-check cells; none added or changed) and every written answer is as
-    released (or gone). Unreadable: (None, False): the grading says why."""
+def _notebook_facts(assignment_id: str, data: bytes | None) -> tuple[str | None, bool]:
+    """What reading a found notebook (its bytes `data`, None if unreadable) says before it is graded: the other
+    assignment it belongs to (its grade cells, else None), and whether nothing is answered in it: every code cell is
+    one of the released notebook's (`release/`: answer stubs, demo and self-check cells; none added or changed) and
+    every written answer is as released (or gone). Unreadable, too deep or too many values to parse here: (None,
+    False): the grading says why, in its worker, under its memory limit (this process has none)."""
     import json
 
-    from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes
-    from autograder.intake.validate import nesting_within
+    from autograder.intake.validate import nesting_within, values_within
 
+    if data is None or not nesting_within(data) or not values_within(data):
+        return None, False
     try:
-        data = load_notebook_bytes(found.notebook)
-        if not nesting_within(data):
-            return None, False  # the grading says why
         nb = json.loads(data.decode("utf-8"))  # as the grading reads it (json.loads would guess UTF-16 or -32 too)
         cells = nb.get("cells") if isinstance(nb, dict) and "nbformat" in nb else None
         if not isinstance(cells, list):
@@ -648,12 +654,12 @@ def _notebook_facts(found: FoundSubmission) -> tuple[str | None, bool]:
                 code.add(source)
             elif isinstance(grade_id, str):
                 written.setdefault(grade_id, source)
-    except (UnreadableNotebook, ValueError, RecursionError, UnicodeDecodeError, TypeError):
+    except (ValueError, RecursionError, UnicodeDecodeError, TypeError):
         return None, False
-    foreign = assignment_of_notebook(ids, found.assignment_id)
+    foreign = assignment_of_notebook(ids, assignment_id)
     if foreign is not None:
         return foreign, False
-    released = _released(found.assignment_id)
+    released = _released(assignment_id)
     if released is None:
         return None, False
     released_code, released_written = released

@@ -154,13 +154,12 @@ def test_who_needs_action_is_named_in_the_output_grades_csv_and_results_json(gra
 
 
 def test_unanswered_is_a_notebook_whose_code_and_answers_are_as_released(tmp_path):
-    from autograder.intake.discovery import FoundSubmission
     from autograder.class_run import _notebook_facts
 
     def facts(notebook: dict | Path, assignment: str = "rmsnorm"):
         path = tmp_path / "nb.ipynb"
         path.write_text(json.dumps(notebook)) if isinstance(notebook, dict) else shutil.copy(notebook, path)
-        return _notebook_facts(FoundSubmission("alice", assignment, path, tmp_path, "test"))
+        return _notebook_facts(assignment, path.read_bytes())
 
     assert facts(release_notebook("rmsnorm")) == (None, True)
     assert facts(release_notebook("gradient_flow"), "gradient_flow") == (None, True)  # with a written answer

@@ -149,6 +149,24 @@ def test_an_error_of_the_engine_s_own_is_not_cached(tmp_path, monkeypatch):
     assert second.skipped == 0 and stored(course)["score"] == 10 and stored(course)["cache_key"] is not None
 
 
+def test_the_run_reads_each_notebook_once_to_decide(tmp_path, monkeypatch):
+    """`decide` takes a notebook's facts (nothing answered, another assignment's) and its digest from one read: two
+    reads could see two files (a hand-in collected in between), the flag of one beside the grade of the other."""
+    from autograder.intake import reading
+
+    course = course_with(tmp_path / "course", RIGHT)
+    load, reads = reading.load_notebook_bytes, []
+
+    def counted(path):
+        reads.append(Path(path).name)
+        return load(path)
+
+    monkeypatch.setattr(reading, "load_notebook_bytes", counted)  # in this process: the workers read on their own
+    grade(course)
+    assert reads == ["rmsnorm.ipynb"]
+    assert stored(course)["score"] == 10 and stored(course)["cache_key"] is not None
+
+
 def test_what_a_result_says_it_graded_is_a_digest_or_nothing():
     base = {"student_id": "alice", "assignment_id": "rmsnorm", "status": "graded", "score": 1.0, "max_score": 10.0}
     assert SubmissionResult.from_dict({**base, "graded_sha256": sha(b"x")}).graded_sha256 == sha(b"x")
@@ -162,13 +180,10 @@ def test_a_notebook_larger_than_grading_reads_is_not_read_to_be_digested(tmp_pat
     """`decide` digests every notebook: one past the limit the engine reads (a file of many gigabytes left in
     submitted/) is not read through for that; it has no digest, so it is never cached, and each run refuses it again
     at once, as the engine refuses it unread."""
-    from autograder.intake.reading import MAX_NOTEBOOK_BYTES
-    from autograder.recording.outputs import notebook_digest
-
-    notebook = tmp_path / "rmsnorm.ipynb"
-    notebook.write_bytes(b"x" * MAX_NOTEBOOK_BYTES)
-    assert notebook_digest(notebook) == sha(notebook.read_bytes())  # at the limit: read and digested
-    with open(notebook, "ab") as f:
+    course = course_with(tmp_path / "course", RIGHT)
+    with open(course / "submitted" / "alice" / "rmsnorm" / "rmsnorm.ipynb", "ab") as f:
         f.truncate(100 * 1024**3)  # sparse: past the limit by far, nothing on disk
-    with pytest.raises(OSError, match="笔记本太大"):
-        notebook_digest(notebook)
+    for _ in range(2):
+        output = grade(course)
+        assert "graded 1 submission(s); 0 unchanged" in " ".join(output.split()), output
+        assert "笔记本太大" in stored(course)["message"] and stored(course)["cache_key"] is None

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from autograder.class_run import _notebook_facts
-from autograder.intake.discovery import FoundSubmission
+from conftest import release_notebook
 from autograder.intake.reading import UnreadableNotebook, parse_notebook
 from autograder.intake import validate
-from autograder.intake.validate import MAX_JSON_NESTING, nesting_within
+from autograder.intake.validate import MAX_JSON_NESTING, MAX_JSON_VALUES, nesting_within, values_within
 from autograder.running.sandbox import wire
 from autograder.running.sandbox.reply import ReplyError, encode_frame, parse_reply_frame
 
@@ -60,17 +60,13 @@ def refused_notebook(tmp_path):
 
 
 def refused_facts(tmp_path):  # what the class run reads of a notebook before grading it
-    path = tmp_path / "rmsnorm.ipynb"
-    path.write_bytes(deep_notebook())
-    assert _notebook_facts(FoundSubmission("alice", "rmsnorm", path, tmp_path)) == (None, False)
+    assert _notebook_facts("rmsnorm", deep_notebook()) == (None, False)
 
 
 def refused_facts_utf16(tmp_path):
     # json.loads(bytes) reads UTF-16 too, where U+2241 is the bytes 41 22: a lone quote to a measure of the bytes
     text = '{"nbformat": 4, "cells": [], "x": "\u2241", "deep": ' + DEEP.decode() + "}"
-    path = tmp_path / "rmsnorm.ipynb"
-    path.write_bytes(text.encode("utf-16-le"))
-    assert _notebook_facts(FoundSubmission("alice", "rmsnorm", path, tmp_path)) == (None, False)
+    assert _notebook_facts("rmsnorm", text.encode("utf-16-le")) == (None, False)
 
 
 @pytest.mark.parametrize("refused", [refused_reply, refused_notebook, refused_facts, refused_facts_utf16])
@@ -205,3 +201,39 @@ def test_the_deepest_value_the_wire_sends_is_well_within_the_cap():
     assert reply.ok and reply.error is None
     with pytest.raises(wire.WireError):
         wire.encode({"result": {"one more": value}}, [])  # deeper than this the wire itself refuses
+
+
+# --- many values: what the grading run parses for a notebook's facts is bounded, not only its size ------------------
+
+def test_values_are_counted_outside_strings_only():
+    many = b"[" + b"{}," * 10 + b"{}]"  # separators: one [, eleven {, ten commas
+    assert values_within(many, 22) and not values_within(many, 21)
+    for text in ("1," * 5000 + "[{", '",[{' * 5000, "\\\\" + '",' * 5000):  # in strings, escaped quotes included
+        raw = json.dumps({"cells": [{"source": text}]}).encode()
+        assert values_within(raw, 10), text[:20]
+    assert not values_within(b'["\\\\", ' + b"{}," * 100 + b"1]", 100)  # an escaped backslash ends no string
+
+
+def test_the_run_does_not_parse_a_notebook_of_millions_of_empty_objects_for_its_facts():
+    """22 million `{}` fit in a notebook under 64 MiB and parse into 1.7 GB, in the `autograde` process itself,
+    which has no memory limit (its workers do, and say why they cannot grade it). Here two million: the facts are
+    not read (None, False: the grading says why) and the measuring stays within a few copies of the text."""
+    released = json.loads(release_notebook("rmsnorm").read_text())
+    released["cells"][0]["metadata"]["x"] = [{}] * 2_000_000
+    raw = json.dumps(released).encode()
+    tracemalloc.start()
+    try:
+        facts = _notebook_facts("rmsnorm", raw)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert facts == (None, False)
+    assert peak < len(raw) * 3 + 32 * 2**20, f"{peak / 2**20:.0f} MiB for {len(raw) / 2**20:.0f} MiB of text"
+
+
+def test_a_notebook_with_more_commas_than_values_allowed_in_its_text_still_has_its_facts():
+    """Commas in cells' text are not values: the released notebook with a markdown cell of over a million commas is
+    still read (nothing answered), as a notebook with a million lines of saved output would be."""
+    released = json.loads(release_notebook("rmsnorm").read_text())
+    released["cells"].append({"cell_type": "markdown", "metadata": {}, "source": "1," * (MAX_JSON_VALUES + 1)})
+    assert _notebook_facts("rmsnorm", json.dumps(released).encode()) == (None, True)

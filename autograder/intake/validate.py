@@ -26,6 +26,9 @@ MAX_ITEMS = 100  # entries of one list or dict in a check's details
 # nests (about 100: up to three levels per value level, MAX_DEPTH of them) or a notebook (under 20), far below the
 # interpreter's recursion limit (about 1,000), where Python's C parser, recursing once per level, would stop
 MAX_JSON_NESTING = 200
+# Values in the JSON text of a notebook the grading run reads for its facts (autograder.class_run): a course notebook
+# holds a few thousand, one with a million lines of saved output about a million; parsed, a million is ~100 MB
+MAX_JSON_VALUES = 1_000_000
 
 
 class OddValue:
@@ -217,20 +220,13 @@ _BRACKET_STEPS = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1 / -1 as sig
 _NESTING_CHUNK = 1 << 18  # bytes measured at a time: the pieces a substitution makes of one chunk stay few
 
 
-def nesting_within(raw: bytes, limit: int = MAX_JSON_NESTING) -> bool:
-    """Whether the JSON text `raw` (UTF-8) nests at most `limit` arrays and objects deep, brackets inside strings
-    not counted; asked before json.loads. Its C parser recurses once per level: text nested hundreds deep runs it to
-    the interpreter's recursion limit, and a garbage collection that starts there (after any allocation) runs other
-    objects' finalizers with a few frames of stack left, which fail (a file left open, an error hook that cannot
-    format its error). Text that is not JSON is measured as deep as the parser would go before it failed.
-
-    Linear time, and memory of a few copies of `raw` plus a bounded chunk's: escaped backslashes, then escaped
-    quotes, are removed first (pairs taken left to right, as the parser takes them), so every quote left opens or
-    closes a string; then the text is measured a chunk at a time, the depth and whether a string is open carried on."""
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return True
+def _outside_strings(raw: bytes):
+    """The JSON text `raw` less its strings, a chunk at a time: linear time, and memory of a few copies of `raw` plus a
+    bounded chunk's. Escaped backslashes, then escaped quotes, are removed first (pairs taken left to right, as the
+    parser takes them), so every quote left opens or closes a string; a string open at a chunk's end runs on into the
+    next (an unterminated one to the end)."""
     bare = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    depth, in_string = 0, False
+    in_string = False
     for start in range(0, len(bare), _NESTING_CHUNK):
         chunk = bare[start:start + _NESTING_CHUNK]
         if in_string:  # a string open since an earlier chunk: it ends at the first quote
@@ -239,8 +235,39 @@ def nesting_within(raw: bytes, limit: int = MAX_JSON_NESTING) -> bool:
                 continue
             chunk, in_string = chunk[end + 1:], False
         in_string = chunk.count(b'"') % 2 == 1
-        steps = memoryview(_JSON_STRING.sub(b"", chunk).translate(_BRACKET_STEPS, _NOT_BRACKETS)).cast("b")
+        yield _JSON_STRING.sub(b"", chunk)
+
+
+def nesting_within(raw: bytes, limit: int = MAX_JSON_NESTING) -> bool:
+    """Whether the JSON text `raw` (UTF-8) nests at most `limit` arrays and objects deep, brackets inside strings
+    not counted; asked before json.loads. Its C parser recurses once per level: text nested hundreds deep runs it to
+    the interpreter's recursion limit, and a garbage collection that starts there (after any allocation) runs other
+    objects' finalizers with a few frames of stack left, which fail (a file left open, an error hook that cannot
+    format its error). Text that is not JSON is measured as deep as the parser would go before it failed."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return True
+    depth = 0
+    for outside in _outside_strings(raw):
+        steps = memoryview(outside.translate(_BRACKET_STEPS, _NOT_BRACKETS)).cast("b")
         if steps and max(accumulate(steps, initial=depth)) > limit:
             return False
         depth += sum(steps)
+    return True
+
+
+def _separators(text: bytes) -> int:
+    return text.count(b",") + text.count(b"[") + text.count(b"{")
+
+
+def values_within(raw: bytes, limit: int = MAX_JSON_VALUES) -> bool:
+    """Whether the JSON text `raw` holds at most about `limit` values: its commas and opening brackets outside strings
+    counted, asked before json.loads. What parsing makes is about a hundred bytes a value whatever the file's size:
+    the 22 million empty objects that fit in a notebook of 64 MiB parse into 1.7 GB."""
+    if _separators(raw) <= limit:
+        return True
+    total = 0
+    for outside in _outside_strings(raw):
+        total += _separators(outside)
+        if total > limit:
+            return False
     return True

@@ -9,7 +9,6 @@
 """
 
 import csv
-import hashlib
 import json
 import os
 import re
@@ -40,18 +39,6 @@ def atomic_write(path: Path, data: str | bytes, durable: bool = True) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
-
-
-def notebook_digest(path: Path) -> str:
-    """sha256 of the file's bytes, read as grading reads them (intake.reading.load_notebook_bytes): a link or a
-    special file is not followed, nor a file larger than grading reads read through (OSError, then: it has no digest
-    to be cached under, and each run refuses it again, at once, as the engine refuses it unread)."""
-    from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes
-
-    try:
-        return hashlib.sha256(load_notebook_bytes(path)).hexdigest()
-    except UnreadableNotebook as exc:
-        raise OSError(f"{path}: {exc.message}") from None
 
 
 _NOTEBOOK_SHA256, _CACHE_KEY = "notebook_sha256", "cache_key"
