@@ -56,6 +56,36 @@ def test_a_zip_member_outside_the_archive_is_refused(tmp_path, name):
     assert not (tmp_path / "evil_rmsnorm.ipynb").exists()
 
 
+def _class_zip(path, students=("alice", "bob", "carol")):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for student in students:
+            zf.writestr(f"{student}_rmsnorm.ipynb", '{"cells": [], "x": "%s"}' % ("student work " * 2000))
+    return path
+
+
+def test_a_damaged_zip_is_refused_whole_with_what_to_do_and_nothing_stays_unpacked(tmp_path):
+    """A download whose member fails its check (bytes flipped in transit) or that was cut short: a clear error, never
+    a traceback or a class graded without the damaged member's student (who would score as missing)."""
+    archive = _class_zip(tmp_path / "lms.zip")
+    data = bytearray(archive.read_bytes())
+    with zipfile.ZipFile(archive) as zf:
+        second = zf.infolist()[1]
+    start = second.header_offset + 30 + len(second.filename) + 20  # inside bob's compressed data
+    data[start:start + 50] = bytes(b ^ 0xFF for b in data[start:start + 50])
+    damaged = tmp_path / "damaged.zip"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(DiscoveryError, match="bob_rmsnorm.ipynb.*download it again"):
+        find_submissions(damaged, ["rmsnorm"], unpack_to=tmp_path / "unpacked")
+    assert not (tmp_path / "unpacked" / "damaged").exists()
+
+    cut = tmp_path / "cut.zip"
+    cut.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    with pytest.raises(DiscoveryError, match="cut short or damaged.*download it again"):
+        find_submissions(cut, ["rmsnorm"], unpack_to=tmp_path / "unpacked")
+    assert [f.student_id for f in find_submissions(archive, ["rmsnorm"], unpack_to=tmp_path / "unpacked")] == [
+        "alice", "bob", "carol"]  # the whole download, intact
+
+
 def test_missing_and_unreadable_sources_are_clear_errors(tmp_path):
     with pytest.raises(DiscoveryError, match="no such file"):
         find_submissions(tmp_path / "nope", ["rmsnorm"])

@@ -17,6 +17,7 @@ import re
 import shutil
 import stat
 import zipfile
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,6 +124,9 @@ def discover(source: Path, assignment_ids: list[str], students: set[str] | None 
                              "(nbgrader's submitted/), a folder of .ipynb files, or a .zip")
     if source.is_file():
         if not zipfile.is_zipfile(source):
+            if _starts_like_a_zip(source):
+                raise DiscoveryError(f"{source}: a zip file cut short or damaged (its table of contents is missing): "
+                                     "the download is incomplete; download it again")
             raise DiscoveryError(f"{source}: not a folder and not a zip file")
         if unpack_to is None:
             raise DiscoveryError("a zip needs a folder to unpack into")
@@ -282,12 +286,35 @@ def _lms_download(root: Path, kind: str, assignment_id: str, notebooks: list[Pat
     return found
 
 
+def _starts_like_a_zip(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"  # a zip's first member header: the start of a download cut short
+    except OSError:
+        return False
+
+
 def extract_zip(archive: Path, dest: Path) -> Path:
     """Unpack an LMS zip without letting a member escape `dest` or plant a link; `dest` is emptied first (no
-    notebook of an earlier download stays behind)."""
+    notebook of an earlier download stays behind). A member that cannot be unpacked (a damaged download: its data
+    fails its check, or is cut short) refuses the whole zip, and nothing of it stays unpacked: graded, the rest
+    would score the damaged member's student as missing."""
     if dest.is_dir() and not dest.is_symlink():
         shutil.rmtree(dest)
     dest.mkdir(parents=True, exist_ok=True)
+    try:
+        _unpack(archive, dest)
+    except DiscoveryError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise DiscoveryError(f"{archive}: cannot be unpacked ({exc}); a download that fails so is incomplete or "
+                             "damaged: download it again (nothing of it was graded)") from None
+    return dest
+
+
+def _unpack(archive: Path, dest: Path) -> None:
     with zipfile.ZipFile(archive) as zf:
         members = zf.infolist()
         if len(members) > MAX_ZIP_MEMBERS or sum(m.file_size for m in members) > MAX_ZIP_BYTES:
@@ -306,5 +333,7 @@ def extract_zip(archive: Path, dest: Path) -> Path:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(member) as src, open(target, "wb") as out:
-                out.write(src.read())
-    return dest
+                try:
+                    out.write(src.read())
+                except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+                    raise zipfile.BadZipFile(f"member {name!r}: {exc}") from None
