@@ -58,6 +58,27 @@ def test_nbgraders_own_defaults():
         == (NBGRADER_TIMEZONE, NBGRADER_TIMESTAMP_FORMAT) == ("UTC", "%Y-%m-%d %H:%M:%S %Z")
 
 
+@pytest.mark.parametrize("late, policy, charged, shown, summary", [
+    (3 * 3600 + 30, LatePolicy("percent_per_hour", percent=10), 4.0, "迟交 3 小时 30 秒", "3h 30s"),
+    (86400 + 1, LatePolicy("percent_per_day", percent=10), 2.0, "迟交 1 天 1 秒", "1d 1s"),
+])
+def test_the_lateness_a_student_reads_is_exact_to_the_second(tmp_path, late, policy, charged, shown, summary):
+    """A penalty counts every started hour or day; the lateness shown beside it keeps every unit down to the second:
+    3 hours and 30 seconds, charged as 4 started hours, never reads "3 小时" (nor 1 day and 1 second "1 天")."""
+    from autograder.intake.handin import with_penalty
+
+    course = course_with(tmp_path, 'c.NbGraderAPI.timezone = "Asia/Shanghai"')
+    due = parse_time("2026-12-02 00:00 Asia/Shanghai")
+    submitted = (due + timedelta(hours=8, seconds=late)).strftime("%Y-%m-%d %H:%M:%S.000000 Asia/Shanghai")
+    handin = facts("alice", "rmsnorm", submission_folder(tmp_path, "alice", submitted), None, load_settings(course),
+                   due, None)
+    assert handin.seconds_late == late
+    result = result_with(with_penalty(handin, policy, 10.0, 10.0))
+    assert result.handin.penalty == charged
+    assert shown in render_report(result)
+    assert f'>{summary}<' in render_summary([result], ["alice"])
+
+
 def test_a_due_date_in_the_courses_zone_shows_as_given_with_the_zone_named(tmp_path):
     """Due `2026-12-02 02:09 Asia/Shanghai` is 2026-12-01 18:09 UTC: the report, the summary and grades.csv show
     2026-12-02 02:09 and name the zone when the course's zone is Asia/Shanghai; UTC (nbgrader's default) otherwise."""

@@ -160,14 +160,20 @@ def assignment_order(assignment_id: str) -> tuple:
 
 
 
-def fmt_duration_zh(seconds: float) -> str:
+def _duration_units(seconds: float) -> list[tuple[int, int]]:
+    """A lateness in whole seconds (a started second counts), as (number, unit index) for each unit that is not
+    zero: days, hours, minutes, seconds. Every unit down to the second is kept: a lateness of 3 hours and 30 seconds
+    charged as 4 started hours must not read "3 hours" (`fmt_duration_zh`, `fmt_duration`)."""
     seconds = int(math.ceil(seconds))
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
-    parts = [f"{days} 天" if days else "", f"{hours} 小时" if hours else "", f"{minutes} 分钟" if minutes else ""]
-    text = " ".join(p for p in parts if p)
-    return text or f"{secs} 秒"
+    return [(n, unit) for unit, n in enumerate((days, hours, minutes, secs)) if n] or [(0, 3)]
+
+
+def fmt_duration_zh(seconds: float) -> str:
+    """For the student's report: "1 天 1 秒", "3 小时 30 秒", "51 分钟"."""
+    return " ".join(f"{n} {('天', '小时', '分钟', '秒')[unit]}" for n, unit in _duration_units(seconds))
 
 
 def fmt_duration_words(seconds: float) -> str:
@@ -181,12 +187,8 @@ def fmt_duration_words(seconds: float) -> str:
 
 
 def fmt_duration(seconds: float) -> str:
-    seconds = int(math.ceil(seconds))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    return " ".join(p for p in (f"{days}d" if days else "", f"{hours}h" if hours else "",
-                                f"{minutes}m" if minutes else "") if p) or f"{secs}s"
+    """For the instructor's summary: "1d 1s", "3h 30s", "51m"."""
+    return " ".join(f"{n}{'dhms'[unit]}" for n, unit in _duration_units(seconds))
 
 
 
