@@ -439,6 +439,7 @@ def test_a_worker_renders_the_report_and_result_file_byte_for_byte_as_the_run_wo
     from autograder.recording.rendered import RecordingFacts, checked, finish
 
     result = make()
+    digest = result.graded_sha256 = "d1" * 32  # the engine says what it graded: cached under that digest only
     folder = tmp_path / result.student_id / result.assignment_id
     folder.mkdir(parents=True)
     (folder / "timestamp.txt").write_text("2026-11-30 10:00:00.000000 UTC")
@@ -451,21 +452,21 @@ def test_a_worker_renders_the_report_and_result_file_byte_for_byte_as_the_run_wo
     sanitize_record(here)
     here.apply_manual_grades(manual)
     here.handin = assess(here, folder, notebook, settings, due, extension)
-    expected = (render_report(here), encode_result(here, "d1g35t", "k3y"))
+    expected = (render_report(here), encode_result(here, digest, "k3y"))
 
     sent = RecordingFacts(manual, facts(result.student_id, result.assignment_id, folder, notebook, settings, due,
-                                        extension), settings.policy, "d1g35t", "k3y").to_dict()
+                                        extension), settings.policy, digest, "k3y").to_dict()
     there = copy.deepcopy(result)  # the worker's: the facts through the job's JSON
     rendered = finish(there, RecordingFacts.from_dict(json.loads(json.dumps(sent))))
     assert (rendered.report, rendered.result_file) == expected
     assert there.handin.penalty > 0 and there.handin == here.handin and there.score == here.score
-    assert checked(asdict(rendered), there, "d1g35t", "k3y") == rendered
+    assert checked(asdict(rendered), there, digest, "k3y") == rendered
     # the run writes only files of the result it holds, under the key it sent
-    assert checked(asdict(rendered), there, "d1g35t", "another") is None
-    assert checked({**asdict(rendered), "report": None}, there, "d1g35t", "k3y") is None
+    assert checked(asdict(rendered), there, digest, "another") is None
+    assert checked({**asdict(rendered), "report": None}, there, digest, "k3y") is None
     other = copy.deepcopy(there)
     other.student_id = "mallory"
-    assert checked(asdict(rendered), other, "d1g35t", "k3y") is None
+    assert checked(asdict(rendered), other, digest, "k3y") is None
 
 
 # --- what to fix first, each mistake once, what an undiagnosed failure checked (issue 24, item 1) -------------------
