@@ -349,3 +349,53 @@ def test_the_right_hand_answers_follow_the_course_setting_and_the_students_exten
     assert f"正确答案 {right}" in report.read_text()
     rerender(out, course_with(tmp_path / "off"))
     assert right not in report.read_text()
+
+
+# --- timestamp.txt as nbgrader's exchange writes it: `%Z` of c.Exchange.timezone -------------------------------
+
+ZONE_PROBE = """
+import json, sys
+from pathlib import Path
+from autograder.intake.handin import facts, load_settings
+seen = []
+for course, folder in json.loads(sys.argv[1]):
+    handin = facts("alice", "rmsnorm", Path(folder), None, load_settings(Path(course)), None, None)
+    seen.append([handin.submitted_at if handin else None, [f.message for f in handin.flags] if handin else []])
+print(json.dumps(seen))
+"""
+
+# c.Exchange.timezone (None: unset, nbgrader's UTC), timestamp.txt, the moment (UTC) or the flag's words
+EXCHANGE_STAMPS = [
+    ("Asia/Shanghai", "2026-10-15 23:58:00.500000 CST", "2026-10-15 15:58:00 UTC"),
+    ("America/Chicago", "2026-11-01 01:30:00.000000 CDT", "2026-11-01 06:30:00 UTC"),  # the hour shown twice: first
+    ("America/Chicago", "2026-11-01 01:30:00.000000 CST", "2026-11-01 07:30:00 UTC"),  # CDT, then CST
+    (None, "2026-10-15 23:58:00.500000 UTC", "2026-10-15 23:58:00 UTC"),
+    (None, "2026-10-15 23:58:00.500000 CST", "'CST' is not what c.Exchange.timezone (UTC) is called"),
+]
+
+
+def test_a_timestamp_in_the_exchanges_zone_is_the_same_moment_on_any_grading_machine(tmp_path):
+    """nbgrader's exchange writes the hand-in time with the abbreviation of c.Exchange.timezone ("CST" for
+    Asia/Shanghai); dateutil alone reads "CST" as the grading machine's own zone when that zone is called so
+    (Shanghai's or Chicago's) and as UTC otherwise: the same hand-in was on time on one machine and late on another.
+    It is read in c.Exchange.timezone whatever the machine's zone; an abbreviation that is not that zone's is flagged
+    `time` (saying which setting to make), not guessed."""
+    import json
+    import subprocess
+    import sys
+
+    cases = []
+    for n, (zone, stamp, _) in enumerate(EXCHANGE_STAMPS):
+        course = course_with(tmp_path / str(n), *([f'c.Exchange.timezone = "{zone}"'] if zone else []))
+        cases.append([str(course), str(submission_folder(tmp_path / str(n), "alice", stamp))])
+    for machine in ("UTC", "Asia/Shanghai", "America/Chicago", "America/Los_Angeles"):
+        done = subprocess.run([sys.executable, "-c", ZONE_PROBE, json.dumps(cases)], capture_output=True, text=True,
+                              env={**os.environ, "TZ": machine}, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        for (zone, stamp, expected), (submitted, flags) in zip(EXCHANGE_STAMPS, json.loads(done.stdout)):
+            if expected.endswith(" UTC"):
+                assert (submitted, flags) == (expected, []), (machine, zone, stamp)
+            else:
+                assert submitted is None and len(flags) == 1 and expected in flags[0], (machine, zone, stamp, flags)
+    with pytest.raises(HandInError, match="c.Exchange.timezone: unknown time zone 'CST'"):
+        load_settings(course_with(tmp_path / "other", 'c.Exchange.timezone = "CST"'))

@@ -37,15 +37,17 @@ and nbgrader's own `c.Exchange.root` and `c.CourseDirectory.course_id` to find t
 import math
 import pwd
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from autograder.course import UNSANDBOXED_NBGRADER_FLAG
 from autograder.intake.exchange import ExchangeLocation, Provenance, match_inbound, provenance
 from autograder.intake.late import LatePolicy, LatePolicyError, policy_from_settings
 from autograder.results import (FLAG_FEEDBACK_WITHHELD, FLAG_IDENTITY, FLAG_TIME, FLAG_UNVERIFIED, Flag, HandIn,
                                           SubmissionResult)
-from autograder.intake.local_time import NBGRADER_TIMESTAMP_FORMAT, NBGRADER_TIMEZONE, TimeDisplay, TimeDisplayError
+from autograder.intake.local_time import (NBGRADER_TIMESTAMP_FORMAT, NBGRADER_TIMEZONE, TimeDisplay, TimeDisplayError,
+                                          named_zone)
 
 CONFIG_SECTION = "Autograde"
 CONFIG_KEYS = {"late_policy": "method", "late_points": "points", "late_percent": "percent",
@@ -84,6 +86,7 @@ class HandInSettings:
     display: TimeDisplay = TimeDisplay()  # how pages show times: c.NbGraderAPI.timezone, .timestamp_format
     roster: frozenset = frozenset()  # the course's student ids: an owner named like one is a student (identity)
     show_answers_after_due: bool = False  # c.Autograde.show_hand_answers_after_due: the reports' right hand answers
+    exchange_timezone: str = NBGRADER_TIMEZONE  # c.Exchange.timezone: the zone of timestamp.txt's times (parse_time)
 
 
 def load_course_config(course: Path):
@@ -200,8 +203,13 @@ def load_settings(course: Path | None, options: HandInOptions | None = None) -> 
         display = course_display(course)
     except TimeDisplayError as exc:
         raise HandInError(f"{where}: {exc}") from None
+    exchange_zone = config.Exchange.timezone if "Exchange" in config and "timezone" in config.Exchange \
+        else NBGRADER_TIMEZONE
+    if not isinstance(exchange_zone, str) or _abbreviation(exchange_zone) or named_zone(exchange_zone) is None:
+        raise HandInError(f"{where}: c.Exchange.timezone: unknown time zone {exchange_zone!r} (use a name such as "
+                          "'Asia/Shanghai' or 'UTC')")
     return HandInSettings(policy, exchange, float(tolerance), check_owner, options.release_flagged_feedback, display,
-                          show_answers_after_due=show_answers)
+                          show_answers_after_due=show_answers, exchange_timezone=exchange_zone)
 
 
 def _show_answers(section, where: str) -> bool:
@@ -233,19 +241,49 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat(sep=" ", timespec="seconds") + " UTC" if moment is not None else None
 
 
-def parse_time(text: str) -> datetime:
-    """nbgrader's own reading of a timestamp (naive UTC)."""
+class ZoneNotTheExchanges(ValueError):
+    """A timestamp's zone abbreviation that is not c.Exchange.timezone's (parse_time)."""
+
+
+def parse_time(text: str, zone: str = NBGRADER_TIMEZONE) -> datetime:
+    """nbgrader's own reading of a timestamp (naive UTC), but for a zone written as an abbreviation that names no
+    zone file. nbgrader's exchange writes `%Z` of c.Exchange.timezone ("2026-10-15 23:58:00.500000 CST" for
+    Asia/Shanghai), and dateutil reads such an abbreviation in the grading machine's own zone when that zone has it
+    (CST: Shanghai's, or Chicago's) and as UTC otherwise: the lateness would depend on where the grader runs. Here it
+    is read in `zone` (c.Exchange.timezone) when it is that zone's abbreviation at that time, else refused
+    (ValueError, with why)."""
     from nbgrader.utils import parse_utc
 
+    parts = text.strip().split(" ")
+    if len(parts) == 3 and _abbreviation(parts[2]):
+        wall, where = parse_utc(" ".join(parts[:2])), named_zone(zone)  # the time as written, naive
+        for fold in (0, 1):  # the hour a clock goes back shows twice: CDT, then CST
+            moment = wall.replace(tzinfo=where, fold=fold) if where is not None else None
+            if moment is not None and moment.tzname() == parts[2]:
+                return moment.astimezone(timezone.utc).replace(tzinfo=None)
+        raise ZoneNotTheExchanges(f"its zone {parts[2]!r} is not what c.Exchange.timezone ({zone}) is called at "
+                                  "that time")
     return parse_utc(text.strip())
+
+
+def _abbreviation(name: str) -> bool:
+    """A zone written as an abbreviation no zone file has ("CST", "PDT"): what dateutil reads by the machine's zone."""
+    if name.upper() in ("UTC", "GMT", "Z") or name.lstrip("+-").isdigit():
+        return False
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return True
+    return False
 
 
 MISSING_TIMESTAMP = Flag(FLAG_TIME, "the submission has no timestamp.txt: when it was handed in is unknown",
                          "提交中没有 timestamp.txt，提交时间未知")
 
 
-def _student_timestamp(folder: Path | None) -> tuple[datetime | None, Flag | None]:
-    """What timestamp.txt says, or the flag saying it is absent (MISSING_TIMESTAMP) or unreadable."""
+def _student_timestamp(folder: Path | None, zone: str = NBGRADER_TIMEZONE) -> tuple[datetime | None, Flag | None]:
+    """What timestamp.txt says (`zone`: c.Exchange.timezone, see parse_time), or the flag saying it is absent
+    (MISSING_TIMESTAMP) or unreadable."""
     if folder is None:
         return None, None
     path = folder / "timestamp.txt"
@@ -255,9 +293,13 @@ def _student_timestamp(folder: Path | None) -> tuple[datetime | None, Flag | Non
         if path.is_symlink() or not path.is_file() or path.stat().st_size > 1000:
             raise ValueError
         text = path.read_text(encoding="utf-8", errors="replace")
-        return parse_time(text), None
+        return parse_time(text, zone), None
     except FileNotFoundError:
         return None, MISSING_TIMESTAMP
+    except ZoneNotTheExchanges as exc:
+        return None, Flag(FLAG_TIME, f"timestamp.txt cannot be read as a time: {exc} (set c.Exchange.timezone in "
+                          "nbgrader_config.py to the zone the exchange writes times in)",
+                          "提交中的 timestamp.txt 不是一个有效的时间")
     except (OSError, ValueError, OverflowError):
         return None, Flag(FLAG_TIME, "timestamp.txt cannot be read as a time",
                           "提交中的 timestamp.txt 不是一个有效的时间")
@@ -287,7 +329,7 @@ def facts(student_id: str, assignment_id: str, folder: Path | None, notebook: Pa
     `lms_late`: the LMS marked the file late (Canvas's `_late`) and says nothing of when it came: it is late (by the
     least the policy counts: one started hour or day, or the fixed points), and flagged `time`."""
     shown = settings.display.format
-    student_ts, ts_flag = _student_timestamp(folder)
+    student_ts, ts_flag = _student_timestamp(folder, settings.exchange_timezone)
     absent = ts_flag is MISSING_TIMESTAMP
     flags = [ts_flag] if ts_flag and not (absent and due is None) else []  # absent: said where lateness counts
     prov: Provenance | None = None

@@ -21,7 +21,8 @@ class TimeDisplayError(ValueError):
     """A display zone or format the course cannot use: the message names the setting."""
 
 
-def _zone(name: str):
+def named_zone(name: str):
+    """The zone of that name (dateutil's), or None."""
     from dateutil.tz import gettz
 
     zone = gettz(name) if isinstance(name, str) and name.strip() else None
@@ -34,7 +35,7 @@ class TimeDisplay:
     timestamp_format: str = NBGRADER_TIMESTAMP_FORMAT
 
     def __post_init__(self):
-        if _zone(self.timezone) is None:
+        if named_zone(self.timezone) is None:
             raise TimeDisplayError(f"c.NbGraderAPI.timezone: unknown time zone {self.timezone!r} (use a name such as "
                                    "'Asia/Shanghai' or 'UTC')")
         if not isinstance(self.timestamp_format, str) or "%" not in self.timestamp_format:
@@ -45,7 +46,7 @@ class TimeDisplay:
         """A naive UTC time (as nbgrader stores it) in the display zone."""
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
-        return moment.astimezone(_zone(self.timezone))
+        return moment.astimezone(named_zone(self.timezone))
 
     def format(self, moment: datetime | None) -> str | None:
         """`moment` (naive UTC) as the course shows times, with the zone named."""
