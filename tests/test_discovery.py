@@ -158,6 +158,24 @@ def test_moodle_names_and_a_download_of_one_assignment(tmp_path):
         discover(tmp_path, ["rmsnorm"], layout="blackboard")
 
 
+def test_a_moodle_submission_with_a_second_upload_of_the_notebook_is_graded_by_the_latest(tmp_path):
+    """Moodle's file manager names a second upload of `rmsnorm.ipynb` into the same submission `rmsnorm (1).ipynb`
+    (a re-upload that kept the first): the latest upload is graded, as Canvas's `rmsnorm-1.ipynb` is, and the first is
+    skipped with a line. Two files of the same upload number (in subfolders) stay a conflict."""
+    bob = tmp_path / "Bob_12_assignsubmission_file_"
+    touch(bob / "rmsnorm.ipynb")
+    touch(bob / "rmsnorm (1).ipynb")
+    touch(bob / "rmsnorm (2).ipynb")
+    carol = tmp_path / "Carol_13_assignsubmission_file_"
+    touch(carol / "a" / "rmsnorm.ipynb")
+    touch(carol / "b" / "rmsnorm.ipynb")
+    result = discover(tmp_path, ["rmsnorm"], layout="moodle")
+    assert [(f.student_id, f.notebook.name) for f in result.found] == [("moodle:12", "rmsnorm (2).ipynb")]
+    assert sorted(s.notebook.name for s in result.skipped) == ["rmsnorm (1).ipynb", "rmsnorm.ipynb"]
+    assert [c.student_id for c in result.conflicts] == ["moodle:13"]
+    accounted(result, tmp_path)
+
+
 def test_a_canvas_download_is_recognised_even_with_a_stray_file(tmp_path):
     touch(tmp_path / "wangfang_12345_67890_rmsnorm.ipynb")
     touch(tmp_path / "lilei_late_222_333_homework.ipynb")

@@ -241,7 +241,8 @@ def _flat_folder(root: Path, assignment_ids: list[str], notebooks: list[Path], r
 
 def _lms_download(root: Path, kind: str, assignment_id: str, notebooks: list[Path], result: Discovery,
                   export: "lms.LmsExport | None", roster: dict[str, str]):
-    """One student per LMS id; of a student's several notebooks, the one they named after the assignment."""
+    """One student per LMS id; of a student's several notebooks, the one they named after the assignment (of several
+    uploads of that name, the latest: Canvas's `x-1.ipynb`, Moodle's `x (1).ipynb`)."""
     files: dict[str, list[tuple[int, str, Path, str]]] = defaultdict(list)  # lms id -> (order, own name, path, note)
     for path in notebooks:
         parts = path.relative_to(root).parts
@@ -261,8 +262,8 @@ def _lms_download(root: Path, kind: str, assignment_id: str, notebooks: list[Pat
                     "not in a Moodle submission folder (<Full Name>_<participant id>_assignsubmission_file_)"
                 result.skipped.append(Skipped(path, why))
                 continue
-            own = path.name if len(parts) > 1 else name.file
-            files[name.participant_id].append((0, own, path, ""))
+            own, upload = lms.moodle_upload(path.name if len(parts) > 1 else name.file)
+            files[name.participant_id].append((upload, own, path, ""))
     found, mapped_ids = [], {}
     wanted = f"{assignment_id}.ipynb".lower()
     for lms_id, entries in sorted(files.items()):
@@ -270,8 +271,8 @@ def _lms_download(root: Path, kind: str, assignment_id: str, notebooks: list[Pat
         named = [e for e in entries if e[1].lower() == wanted]
         if len(entries) == 1:
             chosen = entries[0]
-        elif named and (kind == CANVAS or len(named) == 1):
-            chosen = max(named, key=lambda e: e[0])  # Canvas: the latest upload of that name
+        elif named and len({e[0] for e in named}) == len(named):
+            chosen = max(named, key=lambda e: e[0])  # the latest upload of that name (Canvas's file id, Moodle's (n))
         else:
             result.conflicts.append(Conflict(mapped.student_id, assignment_id, tuple(e[2] for e in entries),
                                              f"{len(entries)} notebooks from {mapped.how}, "

@@ -32,6 +32,8 @@ CANVAS_FILE = re.compile(r"^(?P<name>[^\W_]*)(?P<late>_(?i:late))?_(?P<user>\d{1
 MOODLE_PART = re.compile(r"^(?P<name>.+)_(?P<participant>\d{1,20})_assign(?P<kind>submission|feedback)_(?P<plugin>[a-z]+)_"
                          r"(?P<file>.*)$", re.S)
 RESUBMITTED = re.compile(r"-\d{1,4}$")  # Canvas renames a re-uploaded `x.ipynb` to `x-1.ipynb`, `x-2.ipynb`
+# Moodle's file manager names a second upload of `x.ipynb` into the same submission `x (1).ipynb`, then `x (2).ipynb`
+MOODLE_RENAMED = re.compile(r" \((?P<n>\d{1,4})\)$")
 
 
 class LmsError(Exception):
@@ -68,6 +70,17 @@ def parse_moodle_name(name: str) -> MoodleName | None:
         return None
     return MoodleName(match["name"], match["participant"].lstrip("0") or "0", match["plugin"],
                       match["kind"] == "feedback", match["file"])
+
+
+def moodle_upload(file: str) -> tuple[str, int]:
+    """The file name the student chose and which upload of that name it is, from Moodle's rename of a second upload
+    into the same submission: `rmsnorm (1).ipynb` -> (`rmsnorm.ipynb`, 1); `rmsnorm.ipynb` -> (`rmsnorm.ipynb`, 0)."""
+    stem, dot, ext = file.rpartition(".")
+    stem = stem if dot else file
+    match = MOODLE_RENAMED.search(stem)
+    if match is None:
+        return file, 0
+    return stem[: match.start()] + dot + (ext if dot else ""), int(match["n"])
 
 
 def students_own_name(file: str) -> str:
