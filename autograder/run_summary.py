@@ -117,7 +117,8 @@ class RunSummary:
             console.print(f"settings: {self.settings_file}  (late policy, limits, time zone)")
         if self.restored:
             console.print(f"gradebook: restored autograde's scores of {self.restored} submission(s) whose auto scores "
-                          "had been changed since they were graded (e.g. by `nbgrader autograde`)")
+                          "had been changed since they were graded (by `nbgrader autograde`, or by `autograde grade` "
+                          "into another OUT with this gradebook: keep one OUT per class)")
         if self.restored_feedback:
             console.print(f"feedback: restored autograde's reports of {self.restored_feedback} submission(s) that had "
                           "been replaced (e.g. by `nbgrader generate_feedback`)")
