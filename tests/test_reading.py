@@ -134,3 +134,16 @@ def test_the_cached_analysis_of_the_instructors_cells_decides_as_the_analysis_it
     info = skipping._instructors.cache_info()
     assert info.hits > 3 * len(notebooks)  # the fast path is the one taken (about 5 cells a notebook)
     assert info.currsize <= sum(len(load_assignment(a).instructor_code) for a in assignment_ids())
+
+
+def test_a_notebook_over_the_size_limit_is_refused_with_a_size_above_the_limit(tmp_path):
+    """One byte over 64 MiB read "笔记本太大（64 MiB，上限 64 MiB）" (the size rounded down): the size shown is
+    rounded up to a tenth of a MiB, so it is always above the limit it is refused by."""
+    from autograder.intake.reading import MAX_NOTEBOOK_BYTES, load_notebook_bytes
+
+    for extra, shown in ((1, "64.1 MiB"), (1024**2, "65 MiB")):
+        path = tmp_path / f"big{extra}.ipynb"
+        with open(path, "wb") as f:
+            f.truncate(MAX_NOTEBOOK_BYTES + extra)  # sparse
+        with pytest.raises(UnreadableNotebook, match=f"笔记本太大（{shown}，上限 64 MiB）"):
+            load_notebook_bytes(path)

@@ -7,6 +7,7 @@ A notebook that cannot be read raises UnreadableNotebook with a message for the 
 """
 
 import json
+import math
 import os
 import re
 import stat
@@ -73,7 +74,7 @@ def load_notebook_bytes(path: Path) -> bytes:
             raise UnreadableNotebook("提交的不是一个普通文件；请重新提交 .ipynb 文件")
         if info.st_size > MAX_NOTEBOOK_BYTES:
             raise UnreadableNotebook(
-                f"笔记本太大（{info.st_size // 1024**2} MiB，上限 {MAX_NOTEBOOK_BYTES // 1024**2} MiB）："
+                f"笔记本太大（{math.ceil(info.st_size / 1024**2 * 10) / 10:g} MiB，上限 {MAX_NOTEBOOK_BYTES // 1024**2} MiB）："
                 "请清除输出（Kernel → Restart & Clear Output）后重新提交"
             )
         with os.fdopen(fd, "rb", closefd=False) as f:
