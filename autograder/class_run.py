@@ -272,7 +272,10 @@ def settings(run: ClassRun) -> None:
         raise GradingRunError(str(exc)) from None
     if opts.dry_run:  # validated as the real run validates (settings, memory guard, tier); nothing graded or written
         run.summary = RunSummary(run.out, [], 0, 0, run.gradebook_path, None, run.assignment_ids,
-                                 discovery=run.discovery)
+                                 discovery=run.discovery, settings_file=_settings_file(run),
+                                 dry_run_settings=[f"late policy: {run.handin_settings.policy.describe()}",
+                                                   f"hand-in times read in: {run.handin_settings.exchange_timezone} "
+                                                   "(c.Exchange.timezone)", f"sandbox tier: {run.tier}"])
 
 
 def decide(run: ClassRun) -> None:
@@ -438,6 +441,11 @@ def _keep_one(run: ClassRun, stored, f: FoundSubmission) -> None:
                                            stored.notebook_sha256, stored.cache_key))
 
 
+def _settings_file(run: ClassRun) -> Path | None:
+    """The nbgrader_config.py the course's settings were read from."""
+    return run.config_course / "nbgrader_config.py" if run.config_course else None
+
+
 def close_gradebook(run: ClassRun) -> None:
     """The last transaction committed, the gradebook closed (and this process's warm sandbox parent, if it graded)."""
     run.stack.close()
@@ -451,7 +459,7 @@ def export(run: ClassRun) -> None:
     run.state.save(run.out)
     record_ = ClassRecord(run.results, run.roster, set(run.state.not_found), run.state.conflicts)
     write_exports(run.out, record_)
-    settings_file = run.config_course / "nbgrader_config.py" if run.config_course else None
+    settings_file = _settings_file(run)
     run.summary = RunSummary(run.out, run.results, len(run.todo), run.skipped, run.gradebook_path, run.feedback_root,
                              run.assignment_ids, run.executor.usage, run.record_failures, run.discovery, record_,
                              run.settings_changed, restored=len(run.restored),

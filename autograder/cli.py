@@ -275,6 +275,10 @@ def grade(
             typer.echo(safe_text(f"  {f.student_id}\t{f.assignment_id}\t{f.notebook}\t{f.how}"))
         for line in summary.discovery.lines():
             typer.echo(safe_text(line))
+        if summary.settings_file is not None:
+            typer.echo(f"settings: {summary.settings_file}")
+        for line in summary.dry_run_settings:
+            typer.echo(safe_text(line))
         return
     summary.print()
     if summary.check_bugs or summary.record_failures:

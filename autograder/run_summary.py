@@ -32,6 +32,7 @@ class RunSummary:
     restored_autograded: int = 0  # submissions whose autograded notebook something else had removed
     settings_file: Path | None = None  # the nbgrader_config.py the course's settings were read from
     release_flagged: bool = False  # --release-flagged-feedback: identity-flagged feedback written too
+    dry_run_settings: list[str] = field(default_factory=list)  # --dry-run: the settings the run would grade with
 
     def feedback_lines(self) -> list[str]:
         """Where the feedback is, only as paths that exist, and for whom it is withheld and why."""

@@ -386,9 +386,12 @@ def test_a_blank_student_id_is_a_bad_submission_and_an_unknown_student_is_said_t
         folder.mkdir(parents=True)
         nbformat.write(nbformat.read(source_notebook("rmsnorm"), as_version=4), folder / "rmsnorm.ipynb")
     args = ["grade", "rmsnorm", "--submissions", str(course / "submitted"), "--out", str(course / "out"), *FAST]
-    dry = RUNNER.invoke(app, [*args, "--dry-run"])
+    dry = RUNNER.invoke(app, [*args, "--dry-run", "--late-policy", "percent_per_day", "--late-percent", "10"])
     assert dry.exit_code == 0 and "1 submission(s) would be graded" in dry.output, dry.output
     assert "is blank: not graded" in dry.output, dry.output
+    # and how it would be graded: the settings the run would take
+    assert "late policy: 10% of the maximum per started day late" in dry.output, dry.output
+    assert "hand-in times read in: UTC (c.Exchange.timezone)" in dry.output and "sandbox tier: " in dry.output
 
     nosuch = RUNNER.invoke(app, [*args, "--student", "nosuch"])
     assert nosuch.exit_code == 1, nosuch.output
