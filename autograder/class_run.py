@@ -282,11 +282,11 @@ def decide(run: ClassRun) -> None:
     """What to grade: every found submission but those whose stored result is under the same key (the notebook's
     bytes, the checks, the settings: autograder.recording.cache); and what reading each notebook says before it is
     graded (another assignment's, nothing answered)."""
+    from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes
+
     opts = run.opts
     keys = {a: grading_key(a, run.tier, _graded_limits(run.limits), opts.convention_credit, run.secret,
                            run_all_cells=opts.run_all_cells) for a in run.assignment_ids}
-    from autograder.intake.reading import UnreadableNotebook, load_notebook_bytes
-
     run.found_by_key = {(f.student_id, f.assignment_id): f for f in run.found}
     run.foreign, run.unanswered = {}, set()
     for f in run.found:
