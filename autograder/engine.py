@@ -132,6 +132,10 @@ def failed_result(submission: Submission, assignment: Assignment, tier: str, see
     )
 
 
+class ReadingExhaustedMemory(MemoryError):
+    """The grading process's memory limit was reached while reading the notebook's file (Grader.grade says so)."""
+
+
 class Grader:
     """Grades one submission at a time; holds what is shared by the batch."""
 
@@ -174,7 +178,11 @@ class Grader:
             raise  # the sandbox itself cannot run here: the run's failure, not this submission's
         except Exception as exc:  # a bug of ours, or data we did not foresee: this submission's error
             seed = student_seed(submission.secret or self.secret, assignment.id, submission.student_id)
-            if isinstance(exc, MemoryError):  # the grading process's own memory limit (jobs.worker.limit_memory)
+            if isinstance(exc, ReadingExhaustedMemory):  # the notebook's file parsed into more than the limit
+                memory_pressure.note()
+                message = ("读取这个笔记本文件时，评分进程的内存超出了限制：请清除输出（Kernel → Restart & Clear Output）"
+                           "后保存再提交；若仍如此，请联系老师 (grader error: MemoryError while reading the notebook)")
+            elif isinstance(exc, MemoryError):  # the grading process's own memory limit (jobs.worker.limit_memory)
                 memory_pressure.note()
                 message = ("这份提交无法评分：评它时评分进程的内存超出了限制（你的代码返回的数据太大？），请联系老师 "
                            "(grader error: MemoryError: the grading process's memory limit was reached)")
@@ -203,6 +211,8 @@ class Grader:
             result.seconds = time.monotonic() - started
             result.graded_sha256 = graded
             return result
+        except MemoryError:  # its parse (millions of tiny values fit in 64 MiB): said as such, and never cached
+            raise ReadingExhaustedMemory() from None
         del data  # parsed: the grading needs `prepared` only (up to 64 MiB less held while the sandbox runs)
         timings = {"read": round(time.monotonic() - started, 4)}
         result, clean = self._attempt(submission, assignment, run_checks, prepared, prepared.cells, prepared.skipped,
