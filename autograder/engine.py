@@ -178,13 +178,12 @@ class Grader:
             raise  # the sandbox itself cannot run here: the run's failure, not this submission's
         except Exception as exc:  # a bug of ours, or data we did not foresee: this submission's error
             seed = student_seed(submission.secret or self.secret, assignment.id, submission.student_id)
-            if isinstance(exc, ReadingExhaustedMemory):  # the notebook's file parsed into more than the limit
+            if isinstance(exc, MemoryError):  # the grading process's own memory limit (jobs.worker.limit_memory)
                 memory_pressure.note()
                 message = ("读取这个笔记本文件时，评分进程的内存超出了限制：请清除输出（Kernel → Restart & Clear Output）"
-                           "后保存再提交；若仍如此，请联系老师 (grader error: MemoryError while reading the notebook)")
-            elif isinstance(exc, MemoryError):  # the grading process's own memory limit (jobs.worker.limit_memory)
-                memory_pressure.note()
-                message = ("这份提交无法评分：评它时评分进程的内存超出了限制（你的代码返回的数据太大？），请联系老师 "
+                           "后保存再提交；若仍如此，请联系老师 (grader error: MemoryError while reading the notebook)"
+                           if isinstance(exc, ReadingExhaustedMemory) else  # its file parsed into more than that
+                           "这份提交无法评分：评它时评分进程的内存超出了限制（你的代码返回的数据太大？），请联系老师 "
                            "(grader error: MemoryError: the grading process's memory limit was reached)")
             else:
                 message = (f"{GRADER_ERROR}（{type(exc).__name__}），请联系老师 "
