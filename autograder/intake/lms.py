@@ -31,7 +31,7 @@ MAX_ROSTER_BYTES = 50 * 1024**2
 CANVAS_FILE = re.compile(r"^(?P<name>[^\W_]*)(?P<late>_(?i:late))?_(?P<user>\d{1,20})_(?P<attachment>\d{1,20})_(?P<file>.+)$")
 MOODLE_PART = re.compile(r"^(?P<name>.+)_(?P<participant>\d{1,20})_assign(?P<kind>submission|feedback)_(?P<plugin>[a-z]+)_"
                          r"(?P<file>.*)$", re.S)
-RESUBMITTED = re.compile(r"-\d{1,4}$")  # Canvas renames a re-uploaded `x.ipynb` to `x-1.ipynb`, `x-2.ipynb`
+RESUBMITTED = re.compile(r"-(?P<n>\d{1,4})$")  # Canvas renames a re-uploaded `x.ipynb` to `x-1.ipynb`, `x-2.ipynb`
 # Moodle's file manager names a second upload of `x.ipynb` into the same submission `x (1).ipynb`, then `x (2).ipynb`
 MOODLE_RENAMED = re.compile(r" \((?P<n>\d{1,4})\)$")
 
@@ -72,21 +72,26 @@ def parse_moodle_name(name: str) -> MoodleName | None:
                       match["kind"] == "feedback", match["file"])
 
 
-def moodle_upload(file: str) -> tuple[str, int]:
-    """The file name the student chose and which upload of that name it is, from Moodle's rename of a second upload
-    into the same submission: `rmsnorm (1).ipynb` -> (`rmsnorm.ipynb`, 1); `rmsnorm.ipynb` -> (`rmsnorm.ipynb`, 0)."""
+def _upload(file: str, renamed: re.Pattern) -> tuple[str, int]:
+    """The file name the student chose and which upload of that name it is, from the LMS's rename of a later upload
+    (`renamed`: its suffix on the stem, the number as group `n`); the first upload is 0."""
     stem, dot, ext = file.rpartition(".")
-    stem = stem if dot else file
-    match = MOODLE_RENAMED.search(stem)
+    if not dot:
+        stem, ext = file, ""
+    match = renamed.search(stem)
     if match is None:
         return file, 0
-    return stem[: match.start()] + dot + (ext if dot else ""), int(match["n"])
+    return stem[: match.start()] + dot + ext, int(match["n"])
+
+
+def moodle_upload(file: str) -> tuple[str, int]:
+    """Moodle's rename of a second upload into the same submission: `rmsnorm (1).ipynb` -> (`rmsnorm.ipynb`, 1)."""
+    return _upload(file, MOODLE_RENAMED)
 
 
 def students_own_name(file: str) -> str:
     """The file name the student chose, without Canvas's re-upload suffix: `rmsnorm-1.ipynb` -> `rmsnorm.ipynb`."""
-    stem, dot, ext = file.rpartition(".")
-    return (RESUBMITTED.sub("", stem) + dot + ext) if dot else RESUBMITTED.sub("", file)
+    return _upload(file, RESUBMITTED)[0]
 
 
 # --- the LMS's roster export ----------------------------------------------------------------------------------
