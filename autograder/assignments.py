@@ -23,8 +23,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
-
 from autograder import REPO_ROOT
 
 RECORD_KEY = "autograde"
@@ -128,19 +126,19 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
     if assignment_id not in known:
         raise UnknownAssignment(f"unknown assignment {assignment_id!r}; the assignments are: {', '.join(known)}")
     source = _source(root, assignment_id)
-    nb = nbformat.read(source, as_version=4)
-    order, hand = _record(source, nb.metadata)
+    metadata, cells = source_cells(source)
+    order, hand = _record(source, metadata)
     parts, pending, grade_cells, demo_cells = [], [], set(), set()
-    for number, cell in enumerate(nb.cells, 1):
-        meta = cell.metadata.get("nbgrader", {})
-        if (cell.metadata.get(RECORD_KEY) or {}).get("not_for_grading"):
-            if cell.cell_type != "code" or meta.get("solution") or meta.get("grade"):
+    for number, cell in enumerate(cells, 1):
+        meta = cell["metadata"].get("nbgrader", {})
+        if (cell["metadata"].get(RECORD_KEY) or {}).get("not_for_grading"):
+            if cell["cell_type"] != "code" or meta.get("solution") or meta.get("grade"):
                 raise AssignmentRecordError(f"{source}: cell {number} is tagged not_for_grading but is not a plain "
                                             "code cell (a solution or grade cell always counts)")
-            demo_cells.add(cell.source)
+            demo_cells.add(cell["source"])
         if meta.get("grade"):
             grade_cells.add(meta["grade_id"])
-            written = cell.cell_type == "markdown"
+            written = cell["cell_type"] == "markdown"
             answers = (meta["grade_id"],) if written else tuple(pending)
             parts.append(Part(meta["grade_id"], float(meta.get("points", 0)), answers, written))
             pending = []
@@ -151,7 +149,26 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
         raise AssignmentRecordError(f"{source}: 'hand_parts' names {sorted(set(hand) - part_ids)}, which are not "
                                     f"graded parts of the notebook (the parts: {', '.join(p.grade_id for p in parts)})")
     return Assignment(assignment_id, source, tuple(parts), frozenset(grade_cells), order, frozenset(hand),
-                      frozenset(demo_cells), frozenset(c.source for c in nb.cells if c.cell_type == "code"))
+                      frozenset(demo_cells), frozenset(c["source"] for c in cells if c["cell_type"] == "code"))
+
+
+def source_cells(source: Path) -> tuple[dict, list[dict]]:
+    """The instructor's notebook's metadata and cells (each with its metadata, cell_type and source as one string),
+    as nbformat.read(source, as_version=4) gives them. Read as JSON when it is nbformat 4, without importing
+    nbformat (about 0.1 s of a run's start, before its workers can start; tests/test_assignment_record.py compares
+    the two for every assignment); another version is nbformat's to convert."""
+    nb = json.loads(source.read_text(encoding="utf-8"))
+    if not (isinstance(nb, dict) and nb.get("nbformat") == 4 and isinstance(nb.get("cells"), list)
+            and all(isinstance(c, dict) and isinstance(c.get("cell_type"), str) for c in nb["cells"])):
+        import nbformat
+
+        nb = nbformat.read(source, as_version=4)
+    cells = []
+    for cell in nb["cells"]:
+        text = cell.get("source", "")
+        cells.append({"metadata": cell.get("metadata") or {}, "cell_type": cell["cell_type"],
+                      "source": "".join(text) if isinstance(text, list) else text})
+    return nb.get("metadata") or {}, cells
 
 
 def all_assignments(root: Path = REPO_ROOT) -> list[Assignment]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autograder.assignments import assignment_of_notebook, load_assignment
+from autograder.assignments import assignment_of_notebook, load_assignment, source_cells
 from autograder.course import course_secret
 from autograder.intake import lms
 from autograder.intake.discovery import Discovery, DiscoveryError, FoundSubmission, Skipped, discover
@@ -680,18 +680,16 @@ def _notebook_facts(assignment_id: str, data: bytes | None) -> tuple[str | None,
 def _released(assignment_id: str) -> tuple[frozenset[str], dict[str, str]] | None:
     """The assignment's notebook as students get it (release/<id>/<id>.ipynb): its code cells' sources, and its
     written answer cells (grade id -> source), stripped; None when there is no release."""
-    import nbformat
-
     assignment = load_assignment(assignment_id)
     release = assignment.source.parent.parent.parent / "release" / assignment_id / assignment.source.name
     answers = {cell for part in assignment.parts for cell in part.answer_cells}
     try:
-        nb = nbformat.read(release, as_version=4)
+        _, cells = source_cells(release)  # as nbformat.read gives them
     except (OSError, ValueError):
         return None
-    return (frozenset(c.source.strip() for c in nb.cells if c.cell_type == "code"),
-            {c.metadata["nbgrader"]["grade_id"]: c.source.strip() for c in nb.cells
-             if c.cell_type != "code" and c.metadata.get("nbgrader", {}).get("grade_id") in answers})
+    return (frozenset(c["source"].strip() for c in cells if c["cell_type"] == "code"),
+            {c["metadata"]["nbgrader"]["grade_id"]: c["source"].strip() for c in cells
+             if c["cell_type"] != "code" and c["metadata"].get("nbgrader", {}).get("grade_id") in answers})
 
 
 def _no_such_students(opts: RunOptions, assignment_ids: list[str], out: Path, students: dict[str, dict],

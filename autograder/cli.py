@@ -13,7 +13,6 @@ from autograder.intake.lms import LAYOUTS
 from autograder.running.sandbox.memory import GUARDS as MEMORY_GUARDS
 from autograder.running.sandbox.tiers import TIERS
 
-from autograder.tools import sync_solutions
 from autograder.assignments import AssignmentRecordError, assignment_ids
 
 
@@ -533,6 +532,8 @@ def sync_solutions_command(
     check_only: bool = typer.Option(False, "--check", help="Only report cells that differ; exit 1 if any do."),
 ):
     """Rewrite the solution cells of assignments/ from the reference code in solutions/."""
+    from autograder.tools import sync_solutions  # here: it imports nbformat, which `autograde grade` starts without
+
     raise typer.Exit(sync_solutions.main(["--check"] if check_only else []))
 
 

@@ -226,3 +226,34 @@ def test_an_eighth_assignment_is_new_files_only(tmp_path):
     changed = sorted(str(name) for name, data in before.items()
                      if not (repo / name).is_file() or (repo / name).read_bytes() != data)
     assert not changed, f"adding an assignment changed files of the repository: {changed}"
+
+
+@pytest.mark.parametrize("assignment_id", assignment_ids())
+def test_a_source_notebook_is_read_as_nbformat_reads_it(assignment_id):
+    """assignments.source_cells reads the instructor's nbformat-4 notebook as JSON: the metadata and every cell's
+    metadata, type and source are what nbformat.read(as_version=4) gives."""
+    from autograder.assignments import source_cells
+
+    source = load_assignment(assignment_id).source
+    nb = nbformat.read(source, as_version=4)
+    expected = [{"metadata": c.metadata, "cell_type": c.cell_type, "source": c.source} for c in nb.cells]
+    metadata, cells = source_cells(source)
+    assert metadata == nb.metadata and cells == expected
+    assert any("\n" in c["source"] for c in cells)  # sources stored as lists of lines, joined as nbformat joins them
+
+
+def test_a_source_notebook_of_an_older_format_is_converted_by_nbformat(tmp_path):
+    from autograder.assignments import source_cells
+
+    v3 = nbformat.v3.new_notebook(worksheets=[nbformat.v3.new_worksheet(cells=[
+        nbformat.v3.new_code_cell(input="x = 1\ny = 2", metadata={"nbgrader": {"grade_id": "a"}}),
+        nbformat.v3.new_text_cell("markdown", source="# 标题")])])
+    path = tmp_path / "old.ipynb"
+    path.write_text(nbformat.v3.writes_json(v3), encoding="utf-8")
+    assert json.loads(path.read_text(encoding="utf-8"))["nbformat"] == 3
+    metadata, cells = source_cells(path)
+    converted = nbformat.read(path, as_version=4)
+    assert metadata == converted.metadata and metadata["orig_nbformat"] == 3
+    assert cells == [{"metadata": c.metadata, "cell_type": c.cell_type, "source": c.source} for c in converted.cells]
+    assert [(c["cell_type"], c["source"], c["metadata"]["nbgrader"]) for c in cells[:1]] == [
+        ("code", "x = 1\ny = 2", {"grade_id": "a"})]

@@ -15,8 +15,6 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
-
 from autograder.assignments import Assignment
 from autograder.intake.skipping import cells_to_skip
 from autograder.intake.validate import MAX_JSON_NESTING, nesting_within
@@ -102,6 +100,8 @@ def parse_notebook(data: bytes):
     for cell in raw.get("cells", []) if isinstance(raw.get("cells"), list) else []:
         if isinstance(cell, dict) and "outputs" in cell:
             cell["outputs"] = []  # saved outputs are never looked at
+    import nbformat  # here: the `autograde` process reads notebooks' bytes (decide) but never parses one this way
+
     try:
         with warnings.catch_warnings():  # nbformat warns once per duplicated cell id: a student's, not the log's
             warnings.simplefilter("ignore")
