@@ -380,7 +380,6 @@ def grade(run: ClassRun) -> None:
     reported as it arrives (`take_result`). Ctrl-C keeps what was graded."""
     submissions = [Submission(f.notebook, f.assignment_id, f.student_id,
                               _as_dict(run.facts.get((f.student_id, f.assignment_id)))) for f in run.todo]
-    _while_the_workers_start(run)
     try:
         run_submissions(submissions, run.grading, lambda result, rendered=None: take_result(run, result, rendered),
                         run.executor, run.grader, heartbeat=run.recorder.heartbeat)
@@ -394,21 +393,6 @@ def grade(run: ClassRun) -> None:
         finally:
             _restore_sigint(previous)
         raise GradingInterrupted(run.out, run.delivered - len(run.record_failures)) from None
-
-
-def _while_the_workers_start(run: ClassRun) -> None:
-    """What this process would do on the first result's way and in the last stage, done while the workers still
-    import torch (about 1.5 s, this process waiting for them): the gradebook's rows of each assignment to be graded, as recording
-    makes them (in the open transaction), and the summary's templates compiled. A failure here changes nothing: the
-    transaction is rolled back (it holds nothing else yet) and the first result's recording meets it as before."""
-    from autograder.reporting.class_summary import warm_up
-
-    try:
-        for assignment_id in sorted({f.assignment_id for f in run.todo}):
-            run.gb.ensure_assignment(run.assignments[assignment_id])
-    except Exception:
-        run.gb.rollback()
-    warm_up()
 
 
 def keep(run: ClassRun) -> None:

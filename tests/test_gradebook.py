@@ -447,33 +447,3 @@ def test_submissions_made_before_a_cell_was_in_the_gradebook_get_its_grade_and_c
     after = gradebook_rows(path)
     for table in ("grade", "comment"):
         assert pairs(after[table]) == pairs(full[table]), table
-
-
-def test_rows_made_while_the_workers_start_are_rolled_back_on_failure_and_made_again_by_the_first_result(
-        tmp_path, monkeypatch):
-    """While its workers start, a class run makes each assignment's gradebook rows (class_run._while_the_workers_start,
-    in the open transaction); a failure there is not the run's: it is rolled back, and the first result's recording
-    makes them as it always did. The grade is in the gradebook."""
-    from autograder.run import RunOptions, run_grading
-    from test_graded_digest import RIGHT, course_with
-
-    course = course_with(tmp_path / "course", RIGHT)
-    ensure, calls = CourseGradebook.ensure_assignment, []
-
-    def failing_once(self, assignment):
-        calls.append(assignment.id)
-        ensure(self, assignment)
-        if len(calls) == 1:  # made, then a write fails (a second assignment of the same name), as SQLite refuses
-            # one: the session cannot go on until it is rolled back
-            from nbgrader.api import Assignment
-
-            self.gb.db.add(Assignment(name=assignment.id))
-            self.gb.db.flush()
-
-    monkeypatch.setattr(CourseGradebook, "ensure_assignment", failing_once)
-    summary = run_grading(RunOptions(assignments=["rmsnorm"], submissions=course / "submitted", out=course / "out",
-                                     workers=1, in_process=True))
-    assert len(calls) >= 2 and summary.graded_now == 1
-    with CourseGradebook(course / "gradebook.db") as gb:
-        assert gb.gb.find_submission("rmsnorm", "alice").score == 10
-        assert [a.name for a in gb.gb.assignments] == ["rmsnorm"]

@@ -285,12 +285,6 @@ TABLE_SCRIPT = """
 TABLE_SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(TABLE_SCRIPT.encode()).digest()).decode()
 
 
-def warm_up() -> None:
-    """The summary's templates compiled now (a class run does, while its workers start), not in the last stage."""
-    for name in ("summary.html.j2", "base.html.j2"):
-        _env.get_template(name)
-
-
 def render_summary(results: list[SubmissionResult], roster: list[str] | None = None, left_out: list | None = None,
                    conflicts: list | None = None, actions: list | None = None) -> str:
     """The class summary for the instructor (English): per assignment statistics, plots, checks, flags; a table of
