@@ -51,7 +51,7 @@ from autograder.running.sandbox import environment, memory, tiers
 from autograder.running.sandbox.environment import SandboxEnvironmentError
 from autograder.running.sandbox.limits import Limits
 from autograder.running.sandbox.tiers import SandboxUnavailable
-from autograder.running.sandbox.zygote import Zygote, warm_imports_of
+from autograder.running.sandbox.zygote import Zygote
 
 # The engine (torch, pytest) is imported only where grading happens in this process (tests, the Python API); the
 # gradebook (nbgrader's API) where it is opened, after the workers have started.
@@ -331,8 +331,7 @@ def start_workers(run: ClassRun) -> None:
             raise GradingRunError(f"cannot start a grading worker: {exc}") from None
         return
     try:  # grading here: the warm parent starts before the engine's imports
-        zygote = Zygote(environment.locate(), run.tier, run.limits.startup_timeout,
-                        warm_imports_of({f.assignment_id for f in run.todo}, run.grading.root)).launch()
+        zygote = Zygote(environment.locate(), run.tier, run.limits.startup_timeout).launch()
         from autograder.engine import Grader
 
         run.grader = Grader(run.grading, zygote)

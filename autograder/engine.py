@@ -29,7 +29,7 @@ from autograder.running import memory_pressure
 from autograder.running.sandbox import environment, tiers
 from autograder.running.jobs import GradingOptions, Submission  # noqa: F401 (the engine's API)
 from autograder.running.sandbox.process import SandboxError
-from autograder.running.sandbox.zygote import WARM_IMPORTS, Zygote, ZygoteError, warm_imports_of
+from autograder.running.sandbox.zygote import Zygote, ZygoteError
 from autograder.intake.validate import CUT, clipped, safe_text, sanitize_record
 from solutions.student_params import student_answers
 
@@ -59,7 +59,7 @@ def grade_batch(submissions: Iterable[Submission], options: GradingOptions = Gra
     assignment_ids = sorted(set(assignment_ids))
     assignments = {a: load_assignment(a, options.root) for a in assignment_ids}
     own = grader is None
-    grader = grader or Grader(options, imports=warm_imports_of(assignment_ids, options.root))
+    grader = grader or Grader(options)
     results: list[SubmissionResult] = []
 
     def grade_job(submission: Submission, run_checks):
@@ -139,7 +139,7 @@ class ReadingExhaustedMemory(MemoryError):
 class Grader:
     """Grades one submission at a time; holds what is shared by the batch."""
 
-    def __init__(self, options: GradingOptions, zygote: Zygote | None = None, imports=WARM_IMPORTS):
+    def __init__(self, options: GradingOptions, zygote: Zygote | None = None):
         self.options = options
         # the checks' own torch work (the references, the comparisons) on one thread, as in a worker process
         # (jobs.executors.WORKER_ENV), wherever the grading runs (`autograde selftest`, a test, a caller's
@@ -149,20 +149,18 @@ class Grader:
         self.secret = options.secret or course_secret(options.root)
         self.environment = environment.locate()
         self.tier = tiers.choose(options.tier, options.allow_weak_sandbox)
-        # launched now (or earlier, by the caller: `zygote`), warm by the first submission: it imports torch (and
-        # `imports`: zygote.warm_imports_of the assignments it will grade) while the checks are collected
-        self.imports = zygote.imports if zygote is not None else tuple(imports)
+        # launched now (or earlier, by the caller: `zygote`), warm by the first submission: it imports torch
+        # while the checks are collected
         if zygote is not None and (zygote.tier != self.tier or zygote.environment != self.environment):
             zygote.close()
             zygote = None
-        self.zygote: Zygote | None = zygote or Zygote(self.environment, self.tier, options.limits.startup_timeout,
-                                                      self.imports).launch()
+        self.zygote: Zygote | None = zygote or Zygote(self.environment, self.tier,
+                                                      options.limits.startup_timeout).launch()
         self._reference_verdicts: dict[tuple[str, int, str], bool] = {}  # (assignment, seed, check): a check bug?
 
     def warm_parent(self) -> Zygote:
         if self.zygote is None:
-            self.zygote = Zygote(self.environment, self.tier, self.options.limits.startup_timeout,
-                                 self.imports).launch()
+            self.zygote = Zygote(self.environment, self.tier, self.options.limits.startup_timeout).launch()
         return self.zygote.wait_ready()
 
     def close(self) -> None:

@@ -439,10 +439,9 @@ def _hostile_cases_without_the_test_s_listeners():
 @pytest.mark.slow
 def test_selftest_is_at_100_percent_both_ways_and_the_whole_corpus_grades_the_same(tmp_path):
     """`autograde selftest --both-ways` on every example (references for two ids, release, catalogued mistakes,
-    other styles, precision cases) plus the hostile corpus's self-contained cases, graded each way: the selftest
-    at 100% with the unchanged demo cells skipped (and each assignment's warm sandbox parent importing only what its
-    notebooks import: rmsnorm's not matplotlib) and with every cell run (in one batch, the warm parent importing
-    everything), and every result the same check by check. (The demo class and a bench class: the test above.)"""
+    other styles, precision cases) plus the hostile corpus's self-contained cases, in one grading each way: the
+    selftest at 100% with the unchanged demo cells skipped and with every cell run, and every result the same
+    check by check. (The demo class and a bench class: the test above.)"""
     from autograder.examples import notebook_with_edits
     from autograder.tools import selftest
     from hostile import corpus

@@ -7,8 +7,7 @@ import pytest
 
 from autograder.running.sandbox import environment, tiers
 from autograder.running.sandbox.process import Sandbox
-from autograder import REPO_ROOT
-from autograder.running.sandbox.zygote import Zygote, warm_imports_of
+from autograder.running.sandbox.zygote import Zygote
 from grading_helpers import TEST_LIMITS
 
 pytestmark = pytest.mark.slow
@@ -88,31 +87,3 @@ def test_a_font_list_that_is_stale_or_not_one_is_not_used(change, kept, tmp_path
     finally:
         again.close()
     assert json.loads(cache.read_text())["key"] == again.fontlists.key()  # kept anew
-
-
-@pytest.mark.parametrize("tier", ["bubblewrap", "landlock"])  # the two ways a warm parent is launched (tiers.py)
-def test_a_warm_parent_that_skips_matplotlib_shows_a_student_who_plots_the_same_fonts_and_pixels(tier, tmp_path):
-    """A run of assignments whose notebooks never import matplotlib (rmsnorm alone) has a warm parent that does not
-    import it (zygote.warm_imports_of): it builds no font list and keeps none, and a student who plots anyway imports
-    it in their own sandbox and sees what they see under the warm parent that imported it, font by font and pixel by
-    pixel."""
-    if tier not in tiers.available():
-        pytest.skip(f"tier {tier} does not work on this machine")
-    cache = tmp_path / "fontlists" / f"{tier}.json"
-    full = started(tier, cache)
-    try:
-        assert "matplotlib.pyplot" in full.imports and full.info["fontlist"] == "built"
-        seen = fonts_seen(full)
-    finally:
-        full.close()
-    kept = cache.read_bytes()
-    narrow = Zygote(environment.locate(), tier, imports=warm_imports_of(["rmsnorm"], REPO_ROOT))
-    narrow.fontlists.path = cache
-    narrow.start()
-    try:
-        assert "matplotlib.pyplot" not in narrow.imports and "numpy" in narrow.imports
-        assert narrow.info["fontlist"] == "unused"  # not imported there: nothing built, nothing asked for
-        assert fonts_seen(narrow) == seen
-    finally:
-        narrow.close()
-    assert cache.read_bytes() == kept

@@ -98,14 +98,11 @@ def in_process(executor: Executor, count: int) -> bool:
 
 
 def _settings(options: "GradingOptions", assignment_ids, executor: Executor) -> str:
-    """The first line a local worker reads: how to grade, which assignments, its memory limit, what its warm sandbox
-    parent imports (what these assignments' notebooks import)."""
+    """The first line a local worker reads: how to grade, which assignments, its memory limit."""
     from autograder.running.jobs import options_to_payload
-    from autograder.running.sandbox.zygote import warm_imports_of
 
     return json.dumps({"options": options_to_payload(options), "assignment_ids": sorted(set(assignment_ids)),
-                       "memory_bytes": executor.memory_bytes,
-                       "imports": list(warm_imports_of(assignment_ids, options.root))})
+                       "memory_bytes": executor.memory_bytes})
 
 
 def prestart(executor: Executor, options: "GradingOptions", assignment_ids, count: int) -> None:

@@ -42,16 +42,15 @@ def usage() -> dict:
             "frozen_objects": gc.get_freeze_count()}
 
 
-def _launch_warm_parent(options: GradingOptions, imports=None):
-    """The warm sandbox parent, launched now (it imports torch while this process does), importing `imports` besides
-    (None: zygote.WARM_IMPORTS); None when that fails here (the Grader then tries again, and says why)."""
+def _launch_warm_parent(options: GradingOptions):
+    """The warm sandbox parent, launched now (it imports torch while this process does); None when that fails here
+    (the Grader then tries again, and says why)."""
     from autograder.running.sandbox import environment, tiers
-    from autograder.running.sandbox.zygote import WARM_IMPORTS, Zygote
+    from autograder.running.sandbox.zygote import Zygote
 
     try:
         tier = tiers.choose(options.tier, options.allow_weak_sandbox)
-        return Zygote(environment.locate(), tier, options.limits.startup_timeout,
-                      WARM_IMPORTS if imports is None else tuple(imports)).launch()
+        return Zygote(environment.locate(), tier, options.limits.startup_timeout).launch()
     except Exception:
         return None
 
@@ -123,7 +122,7 @@ def serve(jobs_fd: int, results_fd: int) -> int:
         if should_retire(settings.get("memory_bytes")):
             retiring.append(i)  # the pool gives the jobs it holds, not started, to a fresh worker
 
-    zygote = _launch_warm_parent(options, settings.get("imports"))  # before this process imports torch, and before its memory is limited
+    zygote = _launch_warm_parent(options)  # before this process imports torch, and before its memory is limited
     from autograder.engine import Grader, grade_batch
 
     grader = Grader(options, zygote)

@@ -28,7 +28,6 @@ from autograder.catalogue import PRECISION
 from autograder.examples import (Alternative, Mistake, PrecisionCase, alternatives, mistakes, notebook_with_edits,
                                  precision_cases)
 from autograder.results import SubmissionResult
-from autograder.running.sandbox.zygote import warm_imports_of
 from autograder.assignments import assignment_ids as course_assignments
 
 SELFTEST_IDS = ("selftest-alice", "2024000000")
@@ -154,29 +153,11 @@ def report(verdicts: list[Verdict], assignment_ids, echo) -> bool:
 
 def grade_plan(submissions: list[Submission], tier: str | None = None, both_ways: bool = False,
                limits=None, on_result=None) -> dict[bool, list[SubmissionResult]]:
-    """The results of `submissions` in their order, graded as the CLI grades: unchanged demo cells skipped, and in
-    one batch per set of assignments whose notebooks import the same (each batch's warm sandbox parent imports only
-    what those import: zygote.warm_imports_of, as a run of those assignments alone); with `both_ways` also with
-    every cell run (--run-all-cells) and all in one batch (its warm parent importing everything it can, as for the
-    whole course): {run_all_cells: results}. `on_result`: called with each result."""
+    """The results of `submissions`, graded as the CLI grades (unchanged demo cells skipped), and with `both_ways`
+    also with every cell run (--run-all-cells): {run_all_cells: results}. `on_result`: called with each result."""
     extra = {} if limits is None else {"limits": limits}
-
-    def graded(run_all: bool, batches) -> list[SubmissionResult]:
-        results: list = [None] * len(submissions)
-        for batch in batches:
-            done = grade_batch([submissions[i] for i in batch], GradingOptions(tier=tier, run_all_cells=run_all,
-                                                                              **extra), on_result)
-            for i, result in zip(batch, done, strict=True):
-                results[i] = result
-        return results
-
-    by_imports: dict[tuple, list[int]] = {}
-    for i, s in enumerate(submissions):
-        by_imports.setdefault(warm_imports_of([s.assignment_id], REPO_ROOT), []).append(i)
-    runs = {False: graded(False, by_imports.values())}
-    if both_ways:
-        runs[True] = graded(True, [range(len(submissions))])
-    return runs
+    return {run_all: grade_batch(submissions, GradingOptions(tier=tier, run_all_cells=run_all, **extra), on_result)
+            for run_all in ((False, True) if both_ways else (False,))}
 
 
 def differences(submissions: list[Submission], runs: dict[bool, list[SubmissionResult]]) -> list[str]:
@@ -188,9 +169,8 @@ def differences(submissions: list[Submission], runs: dict[bool, list[SubmissionR
 def run_selftest(tier: str | None = None, echo=print, assignment_ids=None, both_ways: bool = False,
                  progress: bool = False, progress_interval: float | None = None) -> int:
     """Grade the plan and report; with `both_ways`, grade it also with every cell run: both must be at 100% and
-    every result the same check by check (two fast paths, shown to grade the examples as the slow way does: the
-    skipping of unchanged demo cells, and a warm sandbox parent importing only what the assignments' notebooks
-    import; see grade_plan).
+    every result the same check by check (the skipping of unchanged demo cells is a fast path, shown to grade the
+    examples as every cell run does).
     `progress`: a bar on a terminal, else a line every `progress_interval` seconds (autograder.progress)."""
     from autograder.progress import Progress
 

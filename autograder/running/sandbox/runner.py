@@ -75,13 +75,8 @@ def _child(torch, wire, spec, fd_in, fd_out, report_fd, cgroup_fds=(), pid_one=F
         os._exit(status)
 
 
-# what the warm parent imports besides torch when its grader names nothing (zygote.WARM_IMPORTS: the same list)
-WARM_IMPORTS = ("numpy", "matplotlib.pyplot", "hashlib", "math", "random")
-
-
-def warm_up(site, imports=WARM_IMPORTS):
-    """Import torch and what the notebooks import (`imports`), once; run nothing parallel (children are forked from
-    here)."""
+def warm_up(site):
+    """Import torch and what the notebooks import, once; run nothing parallel (children are forked from here)."""
     sys.path.insert(1, site)  # the sandbox environment (torch), after this folder (as in the script's own import)
     os.environ["MPLBACKEND"] = "Agg"
     import torch  # noqa: E402  (after sys.path is set)
@@ -98,7 +93,7 @@ def warm_up(site, imports=WARM_IMPORTS):
     del _layer, _x, _y
     import wire  # noqa: E402
 
-    for name in imports:
+    for name in ("numpy", "matplotlib.pyplot", "hashlib", "math", "random"):
         try:
             __import__(name)
         except Exception:  # a notebook that needs it will say so itself
@@ -269,8 +264,7 @@ def zygote(config):
     import socket
 
     fontlist = _seeded_fontlist()  # before matplotlib's import: it writes the file when there is none
-    imports = config.get("imports", WARM_IMPORTS)
-    torch, wire = warm_up(config["site"], imports)
+    torch, wire = warm_up(config["site"])
     # what this process holds (torch's modules, ~250,000 objects) is never collected in a child: a child's full
     # collection would walk all of it and write to each object's header, copying most of this process's memory
     # into the child (in a test: 180 -> 40 ms for a child that allocates much; gradient_flow's cells -20%). No
@@ -309,8 +303,7 @@ def zygote(config):
         control.sendall(json.dumps(message).encode())
 
     send({"op": "ready", "pid": os.getpid(), "threads": threads, "torch": torch.__version__,
-          # "unused": matplotlib not imported here, no list built (a sandbox that imports it reads the seeded one)
-          "fontlist": ("seeded" if fontlist else "built") if "matplotlib.pyplot" in imports else "unused"})
+          "fontlist": "seeded" if fontlist else "built"})
     huge_pages = HugePages(libc)
     while True:
         while huge_pages.pending and not select.select([control], [], [], 0)[0]:

@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import select
 import shutil
 import socket
@@ -26,33 +25,6 @@ from pathlib import Path
 from autograder.running.sandbox import uids
 from autograder.running.sandbox.environment import SandboxEnvironment
 from autograder.running.sandbox.tiers import ZYGOTE_COMMANDS, LaunchSpec
-
-# What the warm parent imports besides torch, once, so that no sandbox pays for it: what the notebooks import
-# (runner.WARM_IMPORTS, its default, is the same list) ...
-WARM_IMPORTS = ("numpy", "matplotlib.pyplot", "hashlib", "math", "random")
-# ... of which these only where a notebook of the run imports the package: matplotlib.pyplot is 0.3-0.5 s of the warm
-# parent's start, which a run of assignments that never plot (one rmsnorm submission) waits for; a student who plots
-# there anyway imports it in their own sandbox, as any other module their code imports
-WHERE_IMPORTED = {"matplotlib.pyplot": "matplotlib"}
-_IMPORTS = re.compile(r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)|import[ \t]+([^\n#;]+))", re.MULTILINE)
-
-
-def warm_imports(sources) -> tuple[str, ...]:
-    """WARM_IMPORTS for notebooks whose code cells are `sources`: each of WHERE_IMPORTED only if one imports it."""
-    used = set()
-    for source in sources:
-        for from_, names in _IMPORTS.findall(source):
-            used.update([from_] if from_ else (n.split()[0].split(".")[0] for n in names.split(",") if n.split()))
-    return tuple(n for n in WARM_IMPORTS if n not in WHERE_IMPORTED or WHERE_IMPORTED[n] in used)
-
-
-def warm_imports_of(assignment_ids, root) -> tuple[str, ...]:
-    """The warm parent's imports for grading `assignment_ids`: what their source notebooks import (the students'
-    notebooks are released from them)."""
-    from autograder.assignments import load_assignment
-
-    return warm_imports(c for a in sorted(set(assignment_ids)) for c in load_assignment(a, root).instructor_code)
-
 
 BASE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
@@ -148,10 +120,8 @@ def _is_fontlist(name, content) -> bool:
 
 
 class Zygote:
-    def __init__(self, environment: SandboxEnvironment, tier: str, startup_timeout: float = 120.0,
-                 imports: tuple[str, ...] = WARM_IMPORTS):
+    def __init__(self, environment: SandboxEnvironment, tier: str, startup_timeout: float = 120.0):
         self.environment, self.tier, self.startup_timeout = environment, tier, startup_timeout
-        self.imports = tuple(imports)  # what it imports besides torch (warm_imports_of: the run's assignments)
         self.process: subprocess.Popen | None = None
         self.control: socket.socket | None = None
         self.home: str | None = None
@@ -185,7 +155,7 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._stderr = tempfile.TemporaryFile()
         config = {"site": self.spec.site if self.tier != "bubblewrap" else "/sandbox/site",
-                  "control_fd": theirs.fileno(), "imports": list(self.imports)}
+                  "control_fd": theirs.fileno()}
         try:
             self.process = subprocess.Popen(
                 cmd + [json.dumps(config)], pass_fds=(theirs.fileno(), *([seed.fileno()] if seed else [])),
