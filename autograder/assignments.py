@@ -154,21 +154,35 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
 
 def source_cells(source: Path) -> tuple[dict, list[dict]]:
     """The instructor's notebook's metadata and cells (each with its metadata, cell_type and source as one string),
-    as nbformat.read(source, as_version=4) gives them. Read as JSON when it is nbformat 4, without importing
-    nbformat (about 0.1 s of a run's start, before its workers can start; tests/test_assignment_record.py compares
-    the two for every assignment); another version is nbformat's to convert."""
+    as nbformat.read(source, as_version=4) gives them. Read as JSON when it is nbformat 4 of the plain shape (dict
+    metadata, each cell a type and a source), without importing nbformat (about 0.1 s of a run's start, before its
+    workers can start), the keys nbformat drops on reading dropped too (TRANSIENT_METADATA); any other notebook is
+    nbformat's to read, convert or refuse, as before. tests/test_assignment_record.py compares the two."""
     nb = json.loads(source.read_text(encoding="utf-8"))
-    if not (isinstance(nb, dict) and nb.get("nbformat") == 4 and isinstance(nb.get("cells"), list)
-            and all(isinstance(c, dict) and isinstance(c.get("cell_type"), str) for c in nb["cells"])):
+    if not _plain_v4(nb):
         import nbformat
 
         nb = nbformat.read(source, as_version=4)
+        return nb.metadata, [{"metadata": c.metadata, "cell_type": c.cell_type, "source": c.source} for c in nb.cells]
     cells = []
     for cell in nb["cells"]:
-        text = cell.get("source", "")
-        cells.append({"metadata": cell.get("metadata") or {}, "cell_type": cell["cell_type"],
-                      "source": "".join(text) if isinstance(text, list) else text})
-    return nb.get("metadata") or {}, cells
+        text = cell["source"]
+        cells.append({"metadata": {k: v for k, v in cell["metadata"].items() if k not in TRANSIENT_METADATA["cell"]},
+                      "cell_type": cell["cell_type"], "source": "".join(text) if isinstance(text, list) else text})
+    return {k: v for k, v in nb["metadata"].items() if k not in TRANSIENT_METADATA["notebook"]}, cells
+
+
+# what nbformat.v4's reader strips (nbformat.v4.rwbase.strip_transient)
+TRANSIENT_METADATA = {"notebook": ("orig_nbformat", "orig_nbformat_minor", "signature"), "cell": ("trusted",)}
+
+
+def _plain_v4(nb) -> bool:
+    return (isinstance(nb, dict) and nb.get("nbformat") == 4 and isinstance(nb.get("metadata"), dict)
+            and isinstance(nb.get("cells"), list)
+            and all(isinstance(c, dict) and isinstance(c.get("cell_type"), str) and isinstance(c.get("metadata"), dict)
+                    and (isinstance(c.get("source"), str) or isinstance(c.get("source"), list)
+                         and all(isinstance(line, str) for line in c["source"]))
+                    for c in nb["cells"]))
 
 
 def all_assignments(root: Path = REPO_ROOT) -> list[Assignment]:

@@ -257,3 +257,43 @@ def test_a_source_notebook_of_an_older_format_is_converted_by_nbformat(tmp_path)
     assert cells == [{"metadata": c.metadata, "cell_type": c.cell_type, "source": c.source} for c in converted.cells]
     assert [(c["cell_type"], c["source"], c["metadata"]["nbgrader"]) for c in cells[:1]] == [
         ("code", "x = 1\ny = 2", {"grade_id": "a"})]
+
+
+def _v4(metadata, cells, minor=5):
+    return {"nbformat": 4, "nbformat_minor": minor, "metadata": metadata, "cells": cells}
+
+
+# instructor notebooks of shapes the course's own do not have: each read by source_cells as nbformat.read reads it,
+# or refused as nbformat refuses it
+ODD_SOURCES = {
+    "transient keys": _v4({"signature": "sha256:0", "orig_nbformat": 3, "kernelspec": {"name": "python3"}},
+                          [{"cell_type": "code", "id": "a", "metadata": {"trusted": True, "nbgrader": {"grade_id": "x"}},
+                            "source": ["a = 1\n", "b = 2"], "outputs": [], "execution_count": None}]),
+    "cell without metadata": _v4({}, [{"cell_type": "markdown", "id": "m", "source": "x"}]),
+    "null metadata": _v4(None, [{"cell_type": "markdown", "id": "m", "metadata": {}, "source": "x"}]),
+    "raw cell, attachments, empty source": _v4({}, [{"cell_type": "raw", "id": "r", "metadata": {}, "source": ""},
+                                                    {"cell_type": "markdown", "id": "n", "metadata": {}, "source": [],
+                                                     "attachments": {}}], minor=4),
+    "4.0 without ids": _v4({}, [{"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": [],
+                                 "execution_count": 1}], minor=0),
+    "unknown cell type": _v4({}, [{"cell_type": "widget", "id": "w", "metadata": {}, "source": "x"}]),
+    "source not text": _v4({}, [{"cell_type": "code", "id": "c", "metadata": {}, "source": 7, "outputs": [],
+                                 "execution_count": None}]),
+}
+
+
+@pytest.mark.parametrize("name", ODD_SOURCES)
+def test_an_instructor_notebook_of_any_shape_is_read_or_refused_as_nbformat_does(name, tmp_path, caplog):
+    from autograder.assignments import source_cells
+
+    path = tmp_path / "source.ipynb"
+    path.write_text(json.dumps(ODD_SOURCES[name]), encoding="utf-8")
+    try:
+        nb = nbformat.read(path, as_version=4)
+        expected = (nb.metadata, [{"metadata": c.metadata, "cell_type": c.cell_type, "source": c.source}
+                                  for c in nb.cells])
+    except Exception as exc:  # refused: the same refusal
+        with pytest.raises(type(exc)):
+            source_cells(path)
+        return
+    assert source_cells(path) == expected
