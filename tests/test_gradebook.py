@@ -1,8 +1,11 @@
 """The gradebook autograde writes is one nbgrader's own tools accept, also when an older autograde made it."""
 
+import subprocess
+import sys
 import warnings
 
 import nbformat
+import pytest
 from nbgrader import utils
 from sqlalchemy.exc import SAWarning
 
@@ -447,3 +450,61 @@ def test_submissions_made_before_a_cell_was_in_the_gradebook_get_its_grade_and_c
     after = gradebook_rows(path)
     for table in ("grade", "comment"):
         assert pairs(after[table]) == pairs(full[table]), table
+
+
+# students as `nbgrader db student import` leaves them: names and emails or none, empty strings, ties in the order
+STUDENTS = [("s3", "丙", "张", "c@example.org"), ("s1", None, None, None), ("s2", "乙", "张", None), ("s4", "", "", ""),
+            ("ann lee", "Ann", "Lee", "ann@example.org"), ("s5", None, "张", None), ("s6", "乙", "张", "z@example.org")]
+
+
+def _gradebook_with(path, students):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with CourseGradebook(path) as gb:
+        for student_id, first, last, email in students:
+            gb.gb.add_student(student_id, first_name=first, last_name=last, email=email)
+
+
+def test_the_roster_read_without_nbgrader_is_nbgrader_s_in_its_order(tmp_path):
+    """class_run.gradebook_students reads the students with sqlite3 (a run's start, before its workers): the same
+    students, emails, 'named' and order as nbgrader's API gives, in a folder whose name a URI would misread."""
+    from autograder.class_run import gradebook_students
+
+    path = tmp_path / "my course #1" / "gradebook.db"
+    _gradebook_with(path, STUDENTS)
+    with CourseGradebook(path) as gb:
+        expected = gb.students()
+    assert list(gradebook_students(path).items()) == list(expected.items())
+    assert expected["s1"] == {"email": "", "named": False} and expected["s6"] == {"email": "z@example.org",
+                                                                               "named": True}
+
+
+def test_reading_the_roster_imports_neither_nbgrader_nor_sqlalchemy(tmp_path):
+    path = tmp_path / "gradebook.db"
+    _gradebook_with(path, STUDENTS)
+    code = ("import sys; from autograder.class_run import gradebook_students; "
+            f"print(sorted(gradebook_students({str(path)!r}))); "
+            "print([m for m in ('nbgrader', 'sqlalchemy', 'nbformat') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == [repr(sorted(s[0] for s in STUDENTS)), "[]"], done.stdout + done.stderr
+
+
+def test_a_file_the_read_cannot_take_is_opened_by_nbgrader_as_before(tmp_path):
+    """A database without nbgrader's tables is made a gradebook by nbgrader's API (as it always was here); a file
+    that is not a database fails as nbgrader's API fails on it."""
+    import sqlite3
+
+    from autograder.class_run import gradebook_students
+
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    empty.write_bytes(b"")
+    assert gradebook_students(empty) == {}
+    with sqlite3.connect(empty) as db:  # nbgrader made it a gradebook
+        assert db.execute("SELECT name FROM sqlite_master WHERE name = 'student'").fetchone() == ("student",)
+    text = tmp_path / "notes.db"
+    text.write_text("not a database, " * 100)
+    with pytest.raises(Exception) as ours:
+        gradebook_students(text)
+    with pytest.raises(Exception) as theirs:
+        CourseGradebook(text)
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)

@@ -64,6 +64,12 @@ class ClassState:
         atomic_write(Path(out) / FILE, json.dumps(data, ensure_ascii=False, indent=1))
 
 
+def student_entry(first_name, last_name, email) -> dict:
+    """A gradebook's student as a run uses it: the email ("" when none), and whether they are named (a name or an
+    email: imported by the instructor, not added by autograde)."""
+    return {"email": email or "", "named": bool(first_name or last_name or email)}
+
+
 def roster_of(students: dict[str, dict], added: list[str]) -> list[str]:
     """The roster from a gradebook's students (id -> {"email", "named"}): those imported (`nbgrader db student
     import` or formgrader), not those autograde added to a gradebook without a roster (unless given a name since)."""

@@ -62,6 +62,7 @@ from sqlalchemy.orm.util import identity_key  # noqa: E402
 from sqlalchemy.exc import SAWarning  # noqa: E402
 
 from autograder.assignments import Assignment  # noqa: E402
+from autograder.recording.class_record import student_entry  # noqa: E402
 from autograder.results import SubmissionResult  # noqa: E402
 
 
@@ -223,8 +224,7 @@ class CourseGradebook:
 
     def students(self) -> dict[str, dict]:
         """id -> {"email": ..., "named": whether it has a name or email (imported, not added by autograde)}."""
-        return {s.id: {"email": s.email or "", "named": bool(s.first_name or s.last_name or s.email)}
-                for s in self.gb.students}
+        return {s.id: student_entry(s.first_name, s.last_name, s.email) for s in self.gb.students}
 
     def ensure_assignment(self, assignment: Assignment) -> None:
         """The assignment, its notebook and its cells as `nbgrader generate_assignment` stores them; the maxima
