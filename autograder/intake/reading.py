@@ -100,7 +100,8 @@ def parse_notebook(data: bytes):
     for cell in raw.get("cells", []) if isinstance(raw.get("cells"), list) else []:
         if isinstance(cell, dict) and "outputs" in cell:
             cell["outputs"] = []  # saved outputs are never looked at
-    import nbformat  # here: the `autograde` process reads notebooks' bytes (decide) but never parses one this way
+    import nbformat  # here: the `autograde` process reads notebooks' bytes (decide), and parses one only when it
+    # grades in this process (tests, the Python API): a run starts its workers without importing nbformat
 
     try:
         with warnings.catch_warnings():  # nbformat warns once per duplicated cell id: a student's, not the log's
