@@ -297,3 +297,19 @@ def test_an_instructor_notebook_of_any_shape_is_read_or_refused_as_nbformat_does
             source_cells(path)
         return
     assert source_cells(path) == expected
+
+
+@pytest.mark.parametrize("data", [b'{"cells": [', b"\xff\xfe{}", b"", b"[1, 2]"], ids=["cut short", "not UTF-8", "empty",
+                                                                                  "a list"])
+def test_an_instructor_notebook_that_is_not_a_notebook_is_refused_with_nbformat_s_own_error(data, tmp_path):
+    """Not JSON, not UTF-8, or JSON of another shape: the error the instructor reads is nbformat's, word for word
+    (json's own would name a position in a file, not the notebook)."""
+    from autograder.assignments import source_cells
+
+    path = tmp_path / "source.ipynb"
+    path.write_bytes(data)
+    with pytest.raises(Exception) as theirs:
+        nbformat.read(path, as_version=4)
+    with pytest.raises(Exception) as ours:
+        source_cells(path)
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
