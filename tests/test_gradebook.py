@@ -50,6 +50,40 @@ def test_a_gradebook_an_older_autograde_wrote_gets_the_cells_and_comments_nbgrad
         assert all(sources[name].source == "" or "BEGIN SOLUTION" not in sources[name].source for name in sources)
 
 
+def test_the_cells_recorded_for_every_assignment_are_the_ones_nbformat_reads_off_its_release(tmp_path):
+    """ensure_assignment reads release/ as JSON (autograder.assignments.source_cells): each source cell's type,
+    lock, source and checksum, and the solution cells, as nbformat.read's cells give them to nbgrader's utils."""
+    from autograder.assignments import assignment_ids
+
+    with CourseGradebook(tmp_path / "gradebook.db") as gb:
+        for assignment_id in assignment_ids():
+            gb.ensure_assignment(load_assignment(assignment_id))
+            cells = nbformat.read(REPO_ROOT / "release" / assignment_id / f"{assignment_id}.ipynb",
+                                  as_version=4).cells
+            tracked = [c for c in cells if utils.is_grade(c) or utils.is_solution(c) or utils.is_locked(c)]
+            notebook = gb.gb.find_notebook(assignment_id, assignment_id)
+            assert {c.name: (c.cell_type, c.locked, c.source, c.checksum) for c in notebook.source_cells} == {
+                c.metadata["nbgrader"]["grade_id"]: (c.cell_type, utils.is_locked(c), c.source,
+                                                     c.metadata["nbgrader"].get("checksum")) for c in tracked}
+            assert {c.name for c in notebook.solution_cells} == {
+                c.metadata["nbgrader"]["grade_id"] for c in tracked if utils.is_solution(c)}
+            assert any(c.locked and c.checksum for c in notebook.source_cells)
+
+
+def test_recording_an_assignment_compiles_no_notebook_schema(tmp_path):
+    """nbformat's JSON-schema validator (~0.04 s to build) is not built to record an assignment's cells: that is
+    a run's last step before its first result is written, the time one submission's run waits for."""
+    code = ("import nbformat.validator as v; from autograder.assignments import load_assignment; "
+            "from autograder.recording.gradebook import CourseGradebook; "
+            f"gb = CourseGradebook({str(tmp_path / 'gradebook.db')!r}); gb.ensure_assignment(load_assignment('rmsnorm'));"
+            " gb.close(); from autograder.reporting.formatting import assignment_info; "
+            "print(len(v.validators)); print(assignment_info('rmsnorm').title)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr
+    compiled, title = done.stdout.splitlines()
+    assert compiled == "0" and title not in ("", "rmsnorm"), done.stdout  # the title read off the notebook
+
+
 # --- the migration head a new gradebook is stamped with, read off nbgrader's scripts ---------------------------
 
 def _alembic_heads(versions) -> list[str]:
