@@ -40,7 +40,7 @@ from autograder.recording.cache import grading_key, submission_key
 from autograder.recording.class_record import ClassRecord, ClassState, roster_of, student_entry
 from autograder.recording.outputs import (ResultStore, atomic_write, nbgrader_folder_name,
                                           write_grades_csv, write_results_json)
-from autograder.recording.rendered import RecordingFacts, Rendered, checked, final_handin, finish
+from autograder.recording.rendered import RecordingFacts, Rendered, checked, final_handin, finish, warm_up_exports
 from autograder.results import (FLAG_ID, FLAG_IDENTITY, FLAG_UNANSWERED, FLAG_UNMAPPED,
                                           FLAG_WRONG_ASSIGNMENT, Flag, HandIn, SubmissionResult)
 from autograder.recording.feedback import write_feedback, write_report
@@ -382,7 +382,7 @@ def grade(run: ClassRun) -> None:
                               _as_dict(run.facts.get((f.student_id, f.assignment_id)))) for f in run.todo]
     try:
         run_submissions(submissions, run.grading, lambda result, rendered=None: take_result(run, result, rendered),
-                        run.executor, run.grader, heartbeat=run.recorder.heartbeat)
+                        run.executor, run.grader, heartbeat=run.recorder.heartbeat, on_started=warm_up_exports)
     except (SandboxUnavailable, SandboxEnvironmentError, ExecutorError) as exc:
         run.recorder.flush()  # what was graded before stays graded
         raise GradingRunError(str(exc)) from None

@@ -5,6 +5,8 @@ import csv
 import html
 import importlib.util
 import re
+import subprocess
+import sys
 import tomllib
 from html.parser import HTMLParser
 
@@ -622,3 +624,25 @@ def test_points_are_written_as_a_person_writes_them():
     assert [fmt_points(x) for x in (10, 10.0, 1.5, 1.25, 0.125, 0.375, 2 / 3, 0.1 + 0.2)] == \
         ["10", "10", "1.5", "1.25", "0.125", "0.375", "0.667", "0.3"]
     assert [fmt_points(x) for x in (float("nan"), "x", True)] == ["nan", "x", "True"]
+
+
+def test_a_runs_warm_up_imports_the_page_and_compiles_the_summary_and_leaves_a_failure_to_where_it_is_used(
+        monkeypatch):
+    """warm_up_exports (called by a run when its first job starts): what writing a report and the class summary
+    would otherwise do after the first result; a failure there is said where the page or summary is made."""
+    code = ("import sys; from autograder.recording.rendered import warm_up_exports; warm_up_exports(); "
+            "from autograder.reporting.formatting import _env; "
+            "print('autograder.reporting.student_page' in sys.modules, sorted(key[1] for key in _env.cache.keys()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
+    assert done.stdout.strip() == "True ['base.html.j2', 'summary.html.j2']", done.stdout + done.stderr
+
+    from autograder.recording.rendered import warm_up_exports
+    from autograder.reporting import formatting
+
+    def broken(name, *args, **kwargs):
+        raise RuntimeError(f"template {name} cannot be read")
+
+    monkeypatch.setattr(formatting._env, "get_template", broken)
+    warm_up_exports()  # says nothing
+    with pytest.raises(RuntimeError, match="summary.html.j2 cannot be read"):
+        render_summary([])

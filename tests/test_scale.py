@@ -40,9 +40,17 @@ def small_class(folder: Path) -> list[Submission]:
     return submissions
 
 
-def graded(submissions, executor: Executor) -> dict:
+def graded(submissions, executor: Executor, events: list | None = None) -> dict:
+    """Each result by (student, assignment); `events`: "started" (the run's on_started) and "result", in order."""
     results = []
-    run_submissions(submissions, GradingOptions(limits=TEST_LIMITS, secret=b"scale-test"), results.append, executor)
+
+    def take(result):
+        results.append(result)
+        if events is not None:
+            events.append("result")
+
+    run_submissions(submissions, GradingOptions(limits=TEST_LIMITS, secret=b"scale-test"), take, executor,
+                    on_started=None if events is None else lambda: events.append("started"))
     assert len(results) == len(submissions)
     return {(r.student_id, r.assignment_id): json.dumps(r.identity(), sort_keys=True) for r in results}
 
@@ -54,8 +62,10 @@ def test_worker_processes_and_dask_grade_exactly_as_one_process(tmp_path):
     assert scores[("ana", "rmsnorm")] == 10 and scores[("cai", "rmsnorm")] == 0  # the class is what it says
     assert 0 < scores[("ben", "rmsnorm")] < 10 and json.loads(alone[("dan", "rmsnorm")])["status"] == "error"
 
-    workers = Executor("local", workers=2)
-    assert graded(submissions, workers) == alone
+    workers, events = Executor("local", workers=2), []
+    assert graded(submissions, workers, events) == alone
+    # the run's own warm-up (autograder.recording.rendered.warm_up_exports) is called once, before any result
+    assert events[0] == "started" and events.count("started") == 1 and events.count("result") == len(submissions)
     assert len(workers.usage) == 2 and all(u["worker_maxrss_kib"] > 0 for u in workers.usage)
     # each worker froze what it imported (torch, pytest): pytest's collections at the session's end skip it
     assert all(u["frozen_objects"] > 100_000 for u in workers.usage), workers.usage

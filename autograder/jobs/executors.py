@@ -119,10 +119,12 @@ def prestart(executor: Executor, options: "GradingOptions", assignment_ids, coun
 def run_submissions(submissions: "list[Submission]", options: "GradingOptions",
                     on_result: Callable[[SubmissionResult], None], executor: Executor,
                     grader: "Grader | None" = None, heartbeat: Callable[[], None] | None = None,
-                    assignment_ids=None) -> None:
+                    assignment_ids=None, on_started: Callable[[], None] | None = None) -> None:
     """Grade `submissions` where `executor` says; `grader`: this process's, made early (its sandbox parent warms
     up meanwhile), used when the grading happens here. `assignment_ids`: what the local workers load, when more
-    than the submissions' own (the assignments a `prestart` named, so that its workers are the ones used)."""
+    than the submissions' own (the assignments a `prestart` named, so that its workers are the ones used).
+    `on_started`: called once, when a local worker first says it has started a job (its imports are done, so
+    this process's own warm-up no longer takes a core from them)."""
     if not submissions:
         return
     if executor.kind == "dask":
@@ -136,7 +138,7 @@ def run_submissions(submissions: "list[Submission]", options: "GradingOptions",
         grade_batch(submissions, options, lambda result: deliver(on_result, result, next(queued).recording),
                     grader=grader)
         return
-    _run_local(submissions, options, on_result, executor, heartbeat, assignment_ids)
+    _run_local(submissions, options, on_result, executor, heartbeat, assignment_ids, on_started)
 
 
 def deliver(on_result: Callable, result: SubmissionResult, recording: dict | None = None,
@@ -217,12 +219,13 @@ class _Worker:
 
 def _run_local(submissions: "list[Submission]", options: "GradingOptions",
                on_result: Callable[[SubmissionResult], None], executor: Executor,
-               heartbeat: Callable[[], None] | None = None, assignment_ids=None) -> None:
+               heartbeat: Callable[[], None] | None = None, assignment_ids=None,
+               on_started: Callable[[], None] | None = None) -> None:
     """Stream the submissions to worker processes. A worker says which job it has started: when it dies, only
     that job is suspected. It is tried once more, alone, on a fresh worker, and then recorded as an error of
     ours (never kept in the regrade cache); the jobs it held but had not started go back to the queue as they
     were. A worker that dies before it starts any job (it cannot even run) stops the run with its error output."""
-    pool = _LocalPool(submissions, options, on_result, executor, assignment_ids)
+    pool = _LocalPool(submissions, options, on_result, executor, assignment_ids, on_started)
     try:
         pool.run(heartbeat)
     finally:
@@ -235,8 +238,10 @@ class _LocalPool:
     """The local workers of one `_run_local`: the queue of jobs, who holds which, and what to do when one dies."""
 
     def __init__(self, submissions: "list[Submission]", options: "GradingOptions",
-                 on_result: Callable[[SubmissionResult], None], executor: Executor, assignment_ids=None):
+                 on_result: Callable[[SubmissionResult], None], executor: Executor, assignment_ids=None,
+                 on_started: Callable[[], None] | None = None):
         self.submissions, self.options, self.on_result, self.executor = submissions, options, on_result, executor
+        self.on_started = on_started
         needed = {s.assignment_id for s in submissions}
         self.settings = _settings(options, needed | set(assignment_ids or ()), executor)
         self.early = [w for s, w in executor.prestarted if s == self.settings]  # started early for this very run
@@ -295,6 +300,9 @@ class _LocalPool:
                     rendered=message.get("rendered"))
         elif message.get("op") == "started":
             worker.started = message.get("i")
+            if self.on_started is not None:
+                first, self.on_started = self.on_started, None
+                first()
         elif message.get("op") == "done":
             self.executor.usage.append({k: v for k, v in message.items() if k != "op"})
         elif message.get("op") == "error":
