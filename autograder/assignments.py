@@ -74,6 +74,16 @@ class Assignment:
     def notebook_name(self) -> str:
         return self.source.name
 
+    @property
+    def release(self) -> Path:
+        """The notebook as students get it (`nbgrader generate_assignment`'s release/<id>/), beside assignments/."""
+        return self.source.parent.parent.parent / "release" / self.id / self.source.name
+
+    @property
+    def cells_notebook(self) -> Path:
+        """The notebook whose cells the gradebook records (nbgrader's SaveCells): the release, else the source."""
+        return self.release if self.release.is_file() else self.source
+
     def part(self, grade_id: str) -> Part:
         return next(p for p in self.parts if p.grade_id == grade_id)
 
@@ -130,15 +140,15 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
     order, hand = _record(source, metadata)
     parts, pending, grade_cells, demo_cells = [], [], set(), set()
     for number, cell in enumerate(cells, 1):
-        meta = cell["metadata"].get("nbgrader", {})
-        if (cell["metadata"].get(RECORD_KEY) or {}).get("not_for_grading"):
-            if cell["cell_type"] != "code" or meta.get("solution") or meta.get("grade"):
+        meta = cell.metadata.get("nbgrader", {})
+        if (cell.metadata.get(RECORD_KEY) or {}).get("not_for_grading"):
+            if cell.cell_type != "code" or meta.get("solution") or meta.get("grade"):
                 raise AssignmentRecordError(f"{source}: cell {number} is tagged not_for_grading but is not a plain "
                                             "code cell (a solution or grade cell always counts)")
-            demo_cells.add(cell["source"])
+            demo_cells.add(cell.source)
         if meta.get("grade"):
             grade_cells.add(meta["grade_id"])
-            written = cell["cell_type"] == "markdown"
+            written = cell.cell_type == "markdown"
             answers = (meta["grade_id"],) if written else tuple(pending)
             parts.append(Part(meta["grade_id"], float(meta.get("points", 0)), answers, written))
             pending = []
@@ -149,17 +159,20 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
         raise AssignmentRecordError(f"{source}: 'hand_parts' names {sorted(set(hand) - part_ids)}, which are not "
                                     f"graded parts of the notebook (the parts: {', '.join(p.grade_id for p in parts)})")
     return Assignment(assignment_id, source, tuple(parts), frozenset(grade_cells), order, frozenset(hand),
-                      frozenset(demo_cells), frozenset(c["source"] for c in cells if c["cell_type"] == "code"))
+                      frozenset(demo_cells), frozenset(c.source for c in cells if c.cell_type == "code"))
 
 
-def source_cells(source: Path) -> tuple[dict, list[dict]]:
-    """The instructor's notebook's metadata and cells (each with its metadata, cell_type and source as one string),
-    as nbformat.read(source, as_version=4) gives them. Read as JSON when it is nbformat 4 of the plain shape (dict
-    metadata, each cell a type and a source), without importing nbformat (about 0.1 s of a run's start, before its
-    workers can start), the keys nbformat drops on reading dropped too (TRANSIENT_METADATA); any other notebook is
-    nbformat's to read, convert or refuse (with its own error: not JSON, not UTF-8), as before. What this read
-    leaves out is nbformat's check against its JSON schema, which only logs what fails (and whose validator takes
-    ~0.04 s to build). tests/test_assignment_record.py compares the two."""
+def source_cells(source: Path) -> tuple[dict, list]:
+    """The instructor's notebook's metadata and cells, as nbformat.read(source, as_version=4) gives them: each cell
+    with its metadata, cell_type and source (one string), by key and by attribute (a missing one: AttributeError,
+    as nbformat's NotebookNode). Read as JSON, without importing nbformat (about 0.1 s of a run's start, before its
+    workers can start), when it is nbformat 4 of the plain shape nbformat reads without raising (`_plain_v4`); the
+    keys nbformat drops on reading are dropped too (TRANSIENT_METADATA). Any other notebook (another version or
+    shape, not JSON, not UTF-8) is nbformat's to read, convert or refuse with its own error: its own cells then.
+    What the JSON read leaves out is nbformat's check against its JSON schema, which logs what fails and warns
+    (cells without ids); nbformat.read still reads these notebooks after a run's results (the release's cells
+    into the gradebook, the source's titles for the pages) and says it there. tests/test_assignment_record.py
+    compares the two."""
     try:
         nb = json.loads(source.read_text(encoding="utf-8"))
     except ValueError:  # not JSON, or not UTF-8: nbformat's own error, as before
@@ -168,26 +181,67 @@ def source_cells(source: Path) -> tuple[dict, list[dict]]:
         import nbformat
 
         nb = nbformat.read(source, as_version=4)
-        return nb.metadata, [{"metadata": c.metadata, "cell_type": c.cell_type, "source": c.source} for c in nb.cells]
+        return nb.metadata, list(nb.cells)
     cells = []
     for cell in nb["cells"]:
         text = cell["source"]
-        cells.append({"metadata": {k: v for k, v in cell["metadata"].items() if k not in TRANSIENT_METADATA["cell"]},
-                      "cell_type": cell["cell_type"], "source": "".join(text) if isinstance(text, list) else text})
+        cells.append(SourceCell(metadata={k: v for k, v in cell["metadata"].items()
+                                          if k not in TRANSIENT_METADATA["cell"]},
+                                cell_type=cell["cell_type"], source="".join(text) if isinstance(text, list) else text))
     return {k: v for k, v in nb["metadata"].items() if k not in TRANSIENT_METADATA["notebook"]}, cells
+
+
+class SourceCell(dict):
+    """A cell read by source_cells: its keys also as attributes, as nbformat's NotebookNode gives them."""
+
+    __slots__ = ()
+
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
 
 
 # what nbformat.v4's reader strips (nbformat.v4.rwbase.strip_transient)
 TRANSIENT_METADATA = {"notebook": ("orig_nbformat", "orig_nbformat_minor", "signature"), "cell": ("trusted",)}
+_NOTEBOOK_KEYS = {"nbformat", "nbformat_minor", "metadata", "cells"}
+_CELL_KEYS = {"id", "cell_type", "metadata", "source", "outputs", "execution_count", "attachments"}
+_METADATA_DEPTH = 64  # nbformat makes nested metadata NotebookNodes recursively: deeper ones are its to take or not
 
 
 def _plain_v4(nb) -> bool:
-    return (isinstance(nb, dict) and nb.get("nbformat") == 4 and isinstance(nb.get("metadata"), dict)
-            and isinstance(nb.get("cells"), list)
-            and all(isinstance(c, dict) and isinstance(c.get("cell_type"), str) and isinstance(c.get("metadata"), dict)
-                    and (isinstance(c.get("source"), str) or isinstance(c.get("source"), list)
-                         and all(isinstance(line, str) for line in c["source"]))
-                    for c in nb["cells"]))
+    """A notebook nbformat 4 reads without raising and whose metadata and cells it gives as they are here: integer
+    versions (nbformat asserts them), only the schema's keys, no outputs and no attachments (nbformat rejoins their
+    lines, and raises on their odd shapes), dict metadata no deeper than _METADATA_DEPTH, each cell a type and a
+    source (text or lines of text)."""
+    if not (isinstance(nb, dict) and type(nb.get("nbformat")) is int and nb["nbformat"] == 4
+            and type(nb.get("nbformat_minor", 0)) is int and set(nb) <= _NOTEBOOK_KEYS
+            and isinstance(nb.get("metadata"), dict) and isinstance(nb.get("cells"), list)
+            and _depth_within(nb["metadata"], _METADATA_DEPTH)):
+        return False
+    for c in nb["cells"]:
+        if not (isinstance(c, dict) and set(c) <= _CELL_KEYS and isinstance(c.get("cell_type"), str)
+                and isinstance(c.get("metadata"), dict) and c.get("outputs", []) == [] and "attachments" not in c
+                and (c.get("execution_count") is None or type(c["execution_count"]) is int)
+                and (isinstance(c.get("source"), str) or isinstance(c.get("source"), list)
+                     and all(isinstance(line, str) for line in c["source"]))
+                and (c.get("id") is None or isinstance(c["id"], str))
+                and _depth_within(c["metadata"], _METADATA_DEPTH)):
+            return False
+    return True
+
+
+def _depth_within(value, limit: int) -> bool:
+    """Whether dicts and lists nest at most `limit` deep in `value`."""
+    level, depth = [value], 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return False
+        level = [v for x in level for v in (x.values() if isinstance(x, dict) else x)
+                 if isinstance(v, (dict, list))]
+    return True
 
 
 def all_assignments(root: Path = REPO_ROOT) -> list[Assignment]:

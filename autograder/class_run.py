@@ -382,7 +382,9 @@ def grade(run: ClassRun) -> None:
                               _as_dict(run.facts.get((f.student_id, f.assignment_id)))) for f in run.todo]
     try:
         run_submissions(submissions, run.grading, lambda result, rendered=None: take_result(run, result, rendered),
-                        run.executor, run.grader, heartbeat=run.recorder.heartbeat, on_started=warm_up_exports)
+                        run.executor, run.grader, heartbeat=run.recorder.heartbeat,
+                        on_started=functools.partial(warm_up_exports, [
+                            notebook for a in run.assignments.values() for notebook in (a.cells_notebook, a.source)]))
     except (SandboxUnavailable, SandboxEnvironmentError, ExecutorError) as exc:
         run.recorder.flush()  # what was graded before stays graded
         raise GradingRunError(str(exc)) from None
@@ -694,15 +696,15 @@ def _released(assignment_id: str) -> tuple[frozenset[str], dict[str, str]] | Non
     """The assignment's notebook as students get it (release/<id>/<id>.ipynb): its code cells' sources, and its
     written answer cells (grade id -> source), stripped; None when there is no release."""
     assignment = load_assignment(assignment_id)
-    release = assignment.source.parent.parent.parent / "release" / assignment_id / assignment.source.name
+    release = assignment.release
     answers = {cell for part in assignment.parts for cell in part.answer_cells}
     try:
         _, cells = source_cells(release)  # as nbformat.read gives them
     except (OSError, ValueError):
         return None
-    return (frozenset(c["source"].strip() for c in cells if c["cell_type"] == "code"),
-            {c["metadata"]["nbgrader"]["grade_id"]: c["source"].strip() for c in cells
-             if c["cell_type"] != "code" and c["metadata"].get("nbgrader", {}).get("grade_id") in answers})
+    return (frozenset(c.source.strip() for c in cells if c.cell_type == "code"),
+            {c.metadata["nbgrader"]["grade_id"]: c.source.strip() for c in cells
+             if c.cell_type != "code" and c.metadata.get("nbgrader", {}).get("grade_id") in answers})
 
 
 def _no_such_students(opts: RunOptions, assignment_ids: list[str], out: Path, students: dict[str, dict],

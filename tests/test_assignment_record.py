@@ -1,6 +1,7 @@
 """The assignment record: an assignment is declared next to itself (its source notebook's metadata) and found by
 scanning, so that adding one is adding files."""
 
+import functools
 import json
 import os
 import shutil
@@ -232,14 +233,30 @@ def test_an_eighth_assignment_is_new_files_only(tmp_path):
 def test_a_source_notebook_is_read_as_nbformat_reads_it(assignment_id):
     """assignments.source_cells reads the instructor's nbformat-4 notebook as JSON: the metadata and every cell's
     metadata, type and source are what nbformat.read(as_version=4) gives."""
-    from autograder.assignments import source_cells
+    from autograder.assignments import SourceCell, source_cells
 
-    source = load_assignment(assignment_id).source
-    nb = nbformat.read(source, as_version=4)
-    expected = [{"metadata": c.metadata, "cell_type": c.cell_type, "source": c.source} for c in nb.cells]
-    metadata, cells = source_cells(source)
-    assert metadata == nb.metadata and cells == expected
-    assert any("\n" in c["source"] for c in cells)  # sources stored as lists of lines, joined as nbformat joins them
+    assignment = load_assignment(assignment_id)
+    for path in (assignment.source, assignment.release):
+        nb = nbformat.read(path, as_version=4)
+        metadata, cells = source_cells(path)
+        assert metadata == nb.metadata and as_read(cells) == as_read(nb.cells)
+        assert all(type(c) is SourceCell for c in cells)  # read as JSON: the run's start imports no nbformat
+        assert any("\n" in c.source for c in cells)  # stored as lists of lines, joined as nbformat joins them
+
+
+def as_read(cells) -> list:
+    """What a caller of source_cells can read of each cell: the three keys it has, by key, and each of the three by
+    attribute (its value, or the AttributeError a NotebookNode raises)."""
+    seen = []
+    for c in cells:
+        by_attribute = []
+        for key in ("metadata", "cell_type", "source"):
+            try:
+                by_attribute.append(getattr(c, key))
+            except AttributeError as exc:
+                by_attribute.append(f"AttributeError: {exc}")
+        seen.append(({k: c[k] for k in ("metadata", "cell_type", "source") if k in c}, by_attribute))
+    return seen
 
 
 def test_a_source_notebook_of_an_older_format_is_converted_by_nbformat(tmp_path):
@@ -254,8 +271,8 @@ def test_a_source_notebook_of_an_older_format_is_converted_by_nbformat(tmp_path)
     metadata, cells = source_cells(path)
     converted = nbformat.read(path, as_version=4)
     assert metadata == converted.metadata and metadata["orig_nbformat"] == 3
-    assert cells == [{"metadata": c.metadata, "cell_type": c.cell_type, "source": c.source} for c in converted.cells]
-    assert [(c["cell_type"], c["source"], c["metadata"]["nbgrader"]) for c in cells[:1]] == [
+    assert as_read(cells) == as_read(converted.cells)
+    assert [(c.cell_type, c.source, c.metadata["nbgrader"]) for c in cells[:1]] == [
         ("code", "x = 1\ny = 2", {"grade_id": "a"})]
 
 
@@ -279,9 +296,40 @@ ODD_SOURCES = {
     "unknown cell type": _v4({}, [{"cell_type": "widget", "id": "w", "metadata": {}, "source": "x"}]),
     "source not text": _v4({}, [{"cell_type": "code", "id": "c", "metadata": {}, "source": 7, "outputs": [],
                                  "execution_count": None}]),
+    # nbformat asserts integer versions
+    "version 4.0": dict(_v4({}, [{"cell_type": "markdown", "id": "m", "metadata": {}, "source": "x"}]), nbformat=4.0),
+    "minor null": _v4({}, [{"cell_type": "markdown", "id": "m", "metadata": {}, "source": "x"}], minor=None),
+    "minor text": _v4({}, [{"cell_type": "markdown", "id": "m", "metadata": {}, "source": "x"}], minor="5"),
+    "no minor": {"nbformat": 4, "metadata": {}, "cells": [{"cell_type": "raw", "metadata": {}, "source": "x"}]},
+    # nbformat rejoins outputs and attachments, and refuses their odd shapes
+    "attachments a list": _v4({}, [{"cell_type": "markdown", "id": "m", "metadata": {}, "source": "x",
+                                    "attachments": []}]),
+    "attachments of an image": _v4({}, [{"cell_type": "markdown", "id": "m", "metadata": {}, "source": "x",
+                                         "attachments": {"a.png": {"image/png": ["iVBO", "Rw0K"]}}}]),
+    "an output not a dict": _v4({}, [{"cell_type": "code", "id": "c", "metadata": {}, "source": "x", "outputs": [1],
+                                      "execution_count": None}]),
+    "stream text not text": _v4({}, [{"cell_type": "code", "id": "c", "metadata": {}, "source": "x",
+                                      "outputs": [{"output_type": "stream", "name": "stdout", "text": [1]}],
+                                      "execution_count": None}]),
+    "a real output": _v4({}, [{"cell_type": "code", "id": "c", "metadata": {}, "source": "print(1)",
+                               "outputs": [{"output_type": "stream", "name": "stdout", "text": ["1\n"]}],
+                               "execution_count": 1}]),
+    # cells nbformat reads (logging that they are invalid) but that have no source or no type
+    "a raw cell without source": _v4({}, [{"cell_type": "raw", "id": "r", "metadata": {}},
+                                          {"cell_type": "code", "id": "c", "metadata": {}, "source": "x = 1",
+                                           "outputs": [], "execution_count": None}]),
+    "a cell without a type": _v4({}, [{"id": "r", "metadata": {}, "source": "x"}]),
+    "a key of another version": _v4({}, [{"cell_type": "markdown", "id": "m", "metadata": {}, "source": "x",
+                                          "prompt_number": 1}]),
+    "4.5 without ids": _v4({}, [{"cell_type": "markdown", "metadata": {}, "source": "x"}]),
+    "metadata 700 deep": _v4({}, [{"cell_type": "markdown", "id": "m", "source": "x",
+                                   "metadata": functools.reduce(lambda inner, _: {"a": inner}, range(700), {})}]),
+    "metadata 60 deep": _v4(functools.reduce(lambda inner, _: {"a": [inner]}, range(30), {}),
+                            [{"cell_type": "markdown", "id": "m", "source": "x", "metadata": {}}]),
 }
 
 
+@pytest.mark.filterwarnings("ignore::nbformat.warnings.MissingIDFieldWarning")  # nbformat's, on "4.5 without ids"
 @pytest.mark.parametrize("name", ODD_SOURCES)
 def test_an_instructor_notebook_of_any_shape_is_read_or_refused_as_nbformat_does(name, tmp_path, caplog):
     from autograder.assignments import source_cells
@@ -290,13 +338,12 @@ def test_an_instructor_notebook_of_any_shape_is_read_or_refused_as_nbformat_does
     path.write_text(json.dumps(ODD_SOURCES[name]), encoding="utf-8")
     try:
         nb = nbformat.read(path, as_version=4)
-        expected = (nb.metadata, [{"metadata": c.metadata, "cell_type": c.cell_type, "source": c.source}
-                                  for c in nb.cells])
     except Exception as exc:  # refused: the same refusal
         with pytest.raises(type(exc)):
             source_cells(path)
         return
-    assert source_cells(path) == expected
+    metadata, cells = source_cells(path)
+    assert metadata == nb.metadata and as_read(cells) == as_read(nb.cells)
 
 
 @pytest.mark.parametrize("data", [b'{"cells": [', b"\xff\xfe{}", b"", b"[1, 2]"], ids=["cut short", "not UTF-8", "empty",

@@ -51,15 +51,16 @@ def test_a_gradebook_an_older_autograde_wrote_gets_the_cells_and_comments_nbgrad
 
 
 def test_the_cells_recorded_for_every_assignment_are_the_ones_nbformat_reads_off_its_release(tmp_path):
-    """ensure_assignment reads release/ as JSON (autograder.assignments.source_cells): each source cell's type,
-    lock, source and checksum, and the solution cells, as nbformat.read's cells give them to nbgrader's utils."""
+    """ensure_assignment records each source cell's type, lock, source and checksum, and the solution cells, as
+    nbformat.read's cells of release/ give them to nbgrader's utils (nbgrader's SaveCells), for every assignment."""
     from autograder.assignments import assignment_ids
 
     with CourseGradebook(tmp_path / "gradebook.db") as gb:
         for assignment_id in assignment_ids():
-            gb.ensure_assignment(load_assignment(assignment_id))
-            cells = nbformat.read(REPO_ROOT / "release" / assignment_id / f"{assignment_id}.ipynb",
-                                  as_version=4).cells
+            assignment = load_assignment(assignment_id)
+            assert assignment.cells_notebook == REPO_ROOT / "release" / assignment_id / f"{assignment_id}.ipynb"
+            gb.ensure_assignment(assignment)
+            cells = nbformat.read(assignment.cells_notebook, as_version=4).cells
             tracked = [c for c in cells if utils.is_grade(c) or utils.is_solution(c) or utils.is_locked(c)]
             notebook = gb.gb.find_notebook(assignment_id, assignment_id)
             assert {c.name: (c.cell_type, c.locked, c.source, c.checksum) for c in notebook.source_cells} == {
@@ -70,18 +71,25 @@ def test_the_cells_recorded_for_every_assignment_are_the_ones_nbformat_reads_off
             assert any(c.locked and c.checksum for c in notebook.source_cells)
 
 
-def test_recording_an_assignment_compiles_no_notebook_schema(tmp_path):
-    """nbformat's JSON-schema validator (~0.04 s to build) is not built to record an assignment's cells: that is
-    a run's last step before its first result is written, the time one submission's run waits for."""
-    code = ("import nbformat.validator as v; from autograder.assignments import load_assignment; "
+def test_a_runs_warm_up_builds_the_schema_validator_nbformat_then_checks_the_notebooks_with(tmp_path):
+    """warm_up_exports (a run's first job started) builds nbformat's validator for the notebooks the run reads with
+    nbformat.read after its results (release/ for the gradebook's cells, the sources for the pages' titles): the
+    one nbformat.read then uses, so that recording and titling build none."""
+    code = ("import nbformat.validator as v; from autograder.assignments import all_assignments; "
+            "from autograder.recording.rendered import warm_up_exports; "
             "from autograder.recording.gradebook import CourseGradebook; "
-            f"gb = CourseGradebook({str(tmp_path / 'gradebook.db')!r}); gb.ensure_assignment(load_assignment('rmsnorm'));"
-            " gb.close(); from autograder.reporting.formatting import assignment_info; "
-            "print(len(v.validators)); print(assignment_info('rmsnorm').title)")
+            "from autograder.reporting.formatting import assignment_info; "
+            "assignments = all_assignments(); "
+            "warm_up_exports([n for a in assignments for n in (a.cells_notebook, a.source)]); "
+            "print(sorted(map(str, v.validators))); "
+            f"gb = CourseGradebook({str(tmp_path / 'gradebook.db')!r}); "
+            "[gb.ensure_assignment(a) for a in assignments]; gb.close(); "
+            "titles = [assignment_info(a.id).title for a in assignments]; "
+            "print(sorted(map(str, v.validators))); print(sum(t != a.id for t, a in zip(titles, assignments)))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr
-    compiled, title = done.stdout.splitlines()
-    assert compiled == "0" and title not in ("", "rmsnorm"), done.stdout  # the title read off the notebook
+    warmed, after, titled = done.stdout.splitlines()
+    assert warmed == after and warmed != "[]" and titled == "7", done.stdout
 
 
 # --- the migration head a new gradebook is stamped with, read off nbgrader's scripts ---------------------------

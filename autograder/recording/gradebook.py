@@ -61,7 +61,7 @@ from sqlalchemy.orm import selectinload  # noqa: E402
 from sqlalchemy.orm.util import identity_key  # noqa: E402
 from sqlalchemy.exc import SAWarning  # noqa: E402
 
-from autograder.assignments import Assignment, source_cells  # noqa: E402
+from autograder.assignments import Assignment  # noqa: E402
 from autograder.recording.class_record import student_entry  # noqa: E402
 from autograder.results import SubmissionResult  # noqa: E402
 
@@ -249,9 +249,8 @@ class CourseGradebook:
         a source cell (source, locked, checksum) per nbgrader cell. nbgrader's autograde restores the locked cells
         from these and drops the metadata of a cell it does not find ("nbgrader cell does not have a grade_id")."""
         gb, notebook = self.gb, assignment.source.stem
-        release = assignment.source.parent.parent.parent / "release" / assignment.id / assignment.source.name
-        _, cells = source_cells(release if release.is_file() else assignment.source)  # as nbformat.read gives them
-        for cell in map(nbformat.from_dict, cells):
+        cells = nbformat.read(assignment.cells_notebook, as_version=4).cells
+        for cell in cells:
             if not (nbgrader_utils.is_grade(cell) or nbgrader_utils.is_solution(cell) or nbgrader_utils.is_locked(cell)):
                 continue
             meta = cell.metadata["nbgrader"]

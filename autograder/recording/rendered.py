@@ -9,6 +9,7 @@ A worker's files are as trusted as its results are: student code runs in sandbox
 """
 
 import json
+from pathlib import Path
 from dataclasses import asdict, dataclass, field
 
 from autograder.intake.handin import with_penalty
@@ -92,18 +93,40 @@ def warm_up() -> None:
         _env.get_template(name)
 
 
-def warm_up_exports() -> None:
-    """Import the student's page (a report is written here) and compile the class summary's templates now, while
-    the first submission is graded, instead of after its result (0.05 s of one submission's run). Whatever fails
-    here fails again where it is used, and is said there."""
+def warm_up_exports(notebooks=()) -> None:
+    """What a run does first after its first result, done while that submission is graded (a run calls this once,
+    when a local worker says it has started its first job: its imports are done, a core is free): import the
+    student's page (a report is written here), compile the class summary's templates, and build nbformat's schema
+    validator for the instructor's `notebooks` that nbformat.read reads then (the release whose cells the
+    gradebook records, the source that titles the pages; ~0.04 s), the one each of them is checked with. About
+    0.1 s less after one submission's result. What fails here fails again where it is used, and is said there."""
     try:
         from autograder.reporting.class_summary import _env
         from autograder.reporting import student_page  # noqa: F401
 
         for name in ("summary.html.j2", "base.html.j2"):  # the summary's, and the one it extends (read as it renders)
             _env.get_template(name)
+        versions = {version for version in map(_nbformat_version, notebooks) if version is not None}
+        if versions:
+            from nbformat.validator import get_validator
+
+            for version, minor in sorted(versions):
+                get_validator(version, minor)  # nbformat.read's validate asks for this one (and keeps it)
     except Exception:  # noqa: BLE001
         pass
+
+
+def _nbformat_version(path) -> tuple[int, int] | None:
+    """(4, minor) as nbformat reads them off a notebook of version 4 (nbformat.reader.get_version); None for
+    anything else (converted first, or refused: nothing to build in advance)."""
+    try:
+        nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(nb, dict):
+        return None
+    version, minor = nb.get("nbformat", 1), nb.get("nbformat_minor", 0)
+    return (4, minor) if type(version) is int and version == 4 and type(minor) is int else None
 
 
 def checked(rendered, result: SubmissionResult, digest: str | None, cache_key: str | None) -> Rendered | None:

@@ -130,23 +130,25 @@ _POINTS_SUFFIX = re.compile(r"（[^（）]*分[^（）]*）$")
 def assignment_info(assignment_id: str) -> AssignmentInfo:
     """Titles of the assignment and its parts from the headings of its source notebook (best effort)."""
     try:
-        from autograder.assignments import load_assignment, source_cells
+        import nbformat
+
+        from autograder.assignments import load_assignment
 
         assignment = load_assignment(assignment_id)
-        _, cells = source_cells(assignment.source)  # as nbformat.read gives them
+        nb = nbformat.read(assignment.source, as_version=4)
     except Exception:  # an unknown assignment or an unreadable source: fall back to the ids
         return AssignmentInfo(assignment_id, {}, frozenset(), ())
     title, heading, part_titles = assignment_id, None, {}
-    for cell in cells:
-        if cell["cell_type"] == "markdown":
-            for line in cell["source"].splitlines():
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
                 if line.startswith("# ") and title == assignment_id:
                     title = line[2:].strip()
                 match = _PART_HEADING.match(line)
                 if match:
                     heading = (re.sub(r"\s+", " ", match.group(1)), _POINTS_SUFFIX.sub("", match.group(2)).strip())
-        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
-        if cell["metadata"].get("nbgrader", {}).get("grade") and heading and grade_id not in part_titles:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("grade") and heading and grade_id not in part_titles:
             part_titles[grade_id] = heading
     return AssignmentInfo(title, part_titles, frozenset(p.grade_id for p in assignment.parts if p.written),
                           tuple(p.grade_id for p in assignment.parts))
