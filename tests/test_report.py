@@ -628,8 +628,8 @@ def test_points_are_written_as_a_person_writes_them():
 
 def test_a_runs_warm_up_imports_the_page_and_compiles_the_summary_and_leaves_a_failure_to_where_it_is_used(
         monkeypatch):
-    """warm_up_exports (called by a run when its first job starts): what writing a report and the class summary
-    would otherwise do after the first result; a failure there is said where the page or summary is made."""
+    """warm_up_exports (called by a run on local workers when its first job starts): what writing a report and the
+    class summary would otherwise do after the first result; a failure there is said where it is used."""
     code = ("import sys; from autograder.recording.rendered import warm_up_exports; warm_up_exports(); "
             "from autograder.reporting.formatting import _env; "
             "print('autograder.reporting.student_page' in sys.modules, sorted(key[1] for key in _env.cache.keys()))")

@@ -94,8 +94,9 @@ def warm_up() -> None:
 
 
 def warm_up_exports(notebooks=()) -> None:
-    """What a run does first after its first result, done while that submission is graded (a run calls this once,
-    when a local worker says it has started its first job: its imports are done, a core is free): import the
+    """What a run does first after its first result, done while that submission is graded (a run on local workers
+    calls this once, when one says it has started its first job: its imports are done, a core is free; a run on
+    Dask or in this process does not): import the
     student's page (a report is written here), compile the class summary's templates, and build nbformat's schema
     validator for the instructor's `notebooks` that nbformat.read reads then (the release whose cells the
     gradebook records, the source that titles the pages; ~0.04 s), the one each of them is checked with. About
