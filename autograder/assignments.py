@@ -164,15 +164,15 @@ def load_assignment(assignment_id: str, root: Path = REPO_ROOT) -> Assignment:
 
 def source_cells(source: Path) -> tuple[dict, list]:
     """The instructor's notebook's metadata and cells, as nbformat.read(source, as_version=4) gives them: each cell
-    with its metadata, cell_type and source (one string), by key and by attribute (a missing one: AttributeError,
-    as nbformat's NotebookNode). Read as JSON, without importing nbformat (about 0.1 s of a run's start, before its
-    workers can start), when it is nbformat 4 of the plain shape nbformat reads without raising (`_plain_v4`); the
-    keys nbformat drops on reading are dropped too (TRANSIENT_METADATA). Any other notebook (another version or
-    shape, not JSON, not UTF-8) is nbformat's to read, convert or refuse with its own error: its own cells then.
-    What the JSON read leaves out is nbformat's check against its JSON schema, which logs what fails and warns
-    (cells without ids); nbformat.read still reads these notebooks after a run's results (the release's cells
-    into the gradebook, the source's titles for the pages) and says it there. tests/test_assignment_record.py
-    compares the two."""
+    with its metadata, cell_type and source (one string), every dict a NotebookNode (by key and by attribute, a
+    missing one an AttributeError). Read as JSON, without importing nbformat (about 0.1 s of a run's start, before
+    its workers can start), when it is nbformat 4 of the plain shape nbformat reads without raising (`_plain_v4`);
+    the keys nbformat drops on reading are dropped too (TRANSIENT_METADATA). Any other notebook (another version
+    or shape, not JSON, not UTF-8) is nbformat's to read, convert or refuse with its own error: its own cells then.
+    What the JSON read leaves out is nbformat's check against its JSON schema, which logs what fails and warns of
+    cells without ids or with the same id (and renumbers those, ids not given here); nbformat.read still reads
+    these notebooks after a run's results (the release's cells into the gradebook, the source's titles for the
+    pages) and says it there. tests/test_assignment_record.py compares the two."""
     try:
         nb = json.loads(source.read_text(encoding="utf-8"))
     except ValueError:  # not JSON, or not UTF-8: nbformat's own error, as before
@@ -185,14 +185,16 @@ def source_cells(source: Path) -> tuple[dict, list]:
     cells = []
     for cell in nb["cells"]:
         text = cell["source"]
-        cells.append(SourceCell(metadata={k: v for k, v in cell["metadata"].items()
-                                          if k not in TRANSIENT_METADATA["cell"]},
-                                cell_type=cell["cell_type"], source="".join(text) if isinstance(text, list) else text))
-    return {k: v for k, v in nb["metadata"].items() if k not in TRANSIENT_METADATA["notebook"]}, cells
+        metadata = {k: v for k, v in cell["metadata"].items() if k not in TRANSIENT_METADATA["cell"]}
+        cells.append(NotebookNode(metadata=_nodes(metadata), cell_type=cell["cell_type"],
+                                  source="".join(text) if isinstance(text, list) else text))
+    return _nodes({k: v for k, v in nb["metadata"].items() if k not in TRANSIENT_METADATA["notebook"]}), cells
 
 
-class SourceCell(dict):
-    """A cell read by source_cells: its keys also as attributes, as nbformat's NotebookNode gives them."""
+class NotebookNode(dict):
+    """What nbformat's NotebookNode is to a reader, without importing nbformat: a dict whose keys are also its
+    attributes (a missing one: AttributeError), of the same name, so that whatever fails on an instructor's odd
+    value says what it says with nbformat ("unhashable type: 'NotebookNode'")."""
 
     __slots__ = ()
 
@@ -201,6 +203,15 @@ class SourceCell(dict):
             return self[key]
         except KeyError:
             raise AttributeError(key) from None
+
+
+def _nodes(value):
+    """`value` with every dict in it a NotebookNode, as nbformat.from_dict makes them (lists stay lists)."""
+    if isinstance(value, dict):
+        return NotebookNode({k: _nodes(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_nodes(v) for v in value]
+    return value
 
 
 # what nbformat.v4's reader strips (nbformat.v4.rwbase.strip_transient)

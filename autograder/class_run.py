@@ -383,8 +383,7 @@ def grade(run: ClassRun) -> None:
     try:
         run_submissions(submissions, run.grading, lambda result, rendered=None: take_result(run, result, rendered),
                         run.executor, run.grader, heartbeat=run.recorder.heartbeat,
-                        on_started=functools.partial(warm_up_exports, [
-                            notebook for a in run.assignments.values() for notebook in (a.cells_notebook, a.source)]))
+                        on_started=functools.partial(warm_up_exports, list(run.assignments.values())))
     except (SandboxUnavailable, SandboxEnvironmentError, ExecutorError) as exc:
         run.recorder.flush()  # what was graded before stays graded
         raise GradingRunError(str(exc)) from None

@@ -233,14 +233,15 @@ def test_an_eighth_assignment_is_new_files_only(tmp_path):
 def test_a_source_notebook_is_read_as_nbformat_reads_it(assignment_id):
     """assignments.source_cells reads the instructor's nbformat-4 notebook as JSON: the metadata and every cell's
     metadata, type and source are what nbformat.read(as_version=4) gives."""
-    from autograder.assignments import SourceCell, source_cells
+    from autograder.assignments import NotebookNode, source_cells
 
     assignment = load_assignment(assignment_id)
     for path in (assignment.source, assignment.release):
         nb = nbformat.read(path, as_version=4)
         metadata, cells = source_cells(path)
-        assert metadata == nb.metadata and as_read(cells) == as_read(nb.cells)
-        assert all(type(c) is SourceCell for c in cells)  # read as JSON: the run's start imports no nbformat
+        assert metadata == nb.metadata and kinds(metadata) == kinds(nb.metadata)
+        assert as_read(cells) == as_read(nb.cells)
+        assert all(type(c) is NotebookNode for c in cells)  # read as JSON: the run's start imports no nbformat
         assert any("\n" in c.source for c in cells)  # stored as lists of lines, joined as nbformat joins them
 
 
@@ -255,8 +256,18 @@ def as_read(cells) -> list:
                 by_attribute.append(getattr(c, key))
             except AttributeError as exc:
                 by_attribute.append(f"AttributeError: {exc}")
-        seen.append(({k: c[k] for k in ("metadata", "cell_type", "source") if k in c}, by_attribute))
+        seen.append(({k: c[k] for k in ("metadata", "cell_type", "source") if k in c}, by_attribute,
+                     kinds(c.get("metadata"))))
     return seen
+
+
+def kinds(value):
+    """The type names in a value (what an error on it names: 'NotebookNode', not 'dict')."""
+    if isinstance(value, dict):
+        return type(value).__name__, {k: kinds(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [kinds(v) for v in value]
+    return type(value).__name__
 
 
 def test_a_source_notebook_of_an_older_format_is_converted_by_nbformat(tmp_path):
@@ -324,6 +335,14 @@ ODD_SOURCES = {
     "4.5 without ids": _v4({}, [{"cell_type": "markdown", "metadata": {}, "source": "x"}]),
     "metadata 700 deep": _v4({}, [{"cell_type": "markdown", "id": "m", "source": "x",
                                    "metadata": functools.reduce(lambda inner, _: {"a": inner}, range(700), {})}]),
+    # what nbformat makes NotebookNodes of, recursively, under any key: too deep, and it raises
+    "a deep value under another key": dict(_v4({}, [{"cell_type": "raw", "id": "r", "metadata": {}, "source": ""}]),
+                                           extra=functools.reduce(lambda inner, _: [inner], range(700), [])),
+    "a deep value in a cell": _v4({}, [{"cell_type": "raw", "id": "r", "metadata": {}, "source": "",
+                                        "extra": functools.reduce(lambda inner, _: [inner], range(700), [])}]),
+    "a deep execution count": _v4({}, [{"cell_type": "code", "id": "c", "metadata": {}, "source": "", "outputs": [],
+                                        "execution_count": functools.reduce(lambda i, _: [i], range(700), [])}]),
+    "an id not text": _v4({}, [{"cell_type": "markdown", "id": [], "metadata": {}, "source": "x"}]),
     "metadata 60 deep": _v4(functools.reduce(lambda inner, _: {"a": [inner]}, range(30), {}),
                             [{"cell_type": "markdown", "id": "m", "source": "x", "metadata": {}}]),
 }
@@ -343,11 +362,12 @@ def test_an_instructor_notebook_of_any_shape_is_read_or_refused_as_nbformat_does
             source_cells(path)
         return
     metadata, cells = source_cells(path)
-    assert metadata == nb.metadata and as_read(cells) == as_read(nb.cells)
+    assert metadata == nb.metadata and kinds(metadata) == kinds(nb.metadata)
+    assert as_read(cells) == as_read(nb.cells)
 
 
-@pytest.mark.parametrize("data", [b'{"cells": [', b"\xff\xfe{}", b"", b"[1, 2]"], ids=["cut short", "not UTF-8", "empty",
-                                                                                  "a list"])
+@pytest.mark.parametrize("data", [b'{"cells": [', b"\xff\xfe{}", b"", b"[1, 2]"],
+                         ids=["cut short", "not UTF-8", "empty", "a list"])
 def test_an_instructor_notebook_that_is_not_a_notebook_is_refused_with_nbformat_s_own_error(data, tmp_path):
     """Not JSON, not UTF-8, or JSON of another shape: the error the instructor reads is nbformat's, word for word
     (json's own would name a position in a file, not the notebook)."""

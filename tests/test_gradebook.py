@@ -80,7 +80,7 @@ def test_a_runs_warm_up_builds_the_schema_validator_nbformat_then_checks_the_not
             "from autograder.recording.gradebook import CourseGradebook; "
             "from autograder.reporting.formatting import assignment_info; "
             "assignments = all_assignments(); "
-            "warm_up_exports([n for a in assignments for n in (a.cells_notebook, a.source)]); "
+            "warm_up_exports(assignments); "
             "print(sorted(map(str, v.validators))); "
             f"gb = CourseGradebook({str(tmp_path / 'gradebook.db')!r}); "
             "[gb.ensure_assignment(a) for a in assignments]; gb.close(); "

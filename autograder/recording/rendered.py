@@ -93,12 +93,12 @@ def warm_up() -> None:
         _env.get_template(name)
 
 
-def warm_up_exports(notebooks=()) -> None:
+def warm_up_exports(assignments=()) -> None:
     """What a run does first after its first result, done while that submission is graded (a run on local workers
     calls this once, when one says it has started its first job: its imports are done, a core is free; a run on
     Dask or in this process does not): import the
     student's page (a report is written here), compile the class summary's templates, and build nbformat's schema
-    validator for the instructor's `notebooks` that nbformat.read reads then (the release whose cells the
+    validator for the notebooks of `assignments` that nbformat.read reads then (the release whose cells the
     gradebook records, the source that titles the pages; ~0.04 s), the one each of them is checked with. About
     0.1 s less after one submission's result. What fails here fails again where it is used, and is said there."""
     try:
@@ -107,6 +107,7 @@ def warm_up_exports(notebooks=()) -> None:
 
         for name in ("summary.html.j2", "base.html.j2"):  # the summary's, and the one it extends (read as it renders)
             _env.get_template(name)
+        notebooks = [path for a in assignments for path in (a.cells_notebook, a.source)]
         versions = {version for version in map(_nbformat_version, notebooks) if version is not None}
         if versions:
             from nbformat.validator import get_validator
