@@ -72,9 +72,9 @@ def test_the_cells_recorded_for_every_assignment_are_the_ones_nbformat_reads_off
 
 
 def test_a_runs_warm_up_builds_the_schema_validator_nbformat_then_checks_the_notebooks_with(tmp_path):
-    """warm_up_exports (a run's first job started) builds nbformat's validator for the notebooks the run reads with
-    nbformat.read after its results (release/ for the gradebook's cells, the sources for the pages' titles): the
-    one nbformat.read then uses, so that recording and titling build none."""
+    """warm_up_exports (a run on local workers, its first job started) builds nbformat's validator for the
+    notebooks the run reads with nbformat.read after its results (release/ for the gradebook's cells, the sources
+    for the pages' titles): the one nbformat.read then uses, so that recording and titling build none."""
     code = ("import nbformat.validator as v; from autograder.assignments import all_assignments; "
             "from autograder.recording.rendered import warm_up_exports; "
             "from autograder.recording.gradebook import CourseGradebook; "
