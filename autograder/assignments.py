@@ -226,10 +226,8 @@ def _plain_v4(nb) -> bool:
     versions (nbformat asserts them), only the schema's keys, no outputs and no attachments (nbformat rejoins their
     lines, and raises on their odd shapes), dict metadata no deeper than _METADATA_DEPTH, each cell a type and a
     source (text or lines of text)."""
-    if not (isinstance(nb, dict) and type(nb.get("nbformat")) is int and nb["nbformat"] == 4
-            and type(nb.get("nbformat_minor", 0)) is int and set(nb) <= _NOTEBOOK_KEYS
-            and isinstance(nb.get("metadata"), dict) and isinstance(nb.get("cells"), list)
-            and _depth_within(nb["metadata"], _METADATA_DEPTH)):
+    if not (v4_minor(nb) is not None and set(nb) <= _NOTEBOOK_KEYS and isinstance(nb.get("metadata"), dict)
+            and isinstance(nb.get("cells"), list) and _depth_within(nb["metadata"], _METADATA_DEPTH)):
         return False
     for c in nb["cells"]:
         if not (isinstance(c, dict) and set(c) <= _CELL_KEYS and isinstance(c.get("cell_type"), str)
@@ -241,6 +239,16 @@ def _plain_v4(nb) -> bool:
                 and _depth_within(c["metadata"], _METADATA_DEPTH)):
             return False
     return True
+
+
+def v4_minor(nb) -> int | None:
+    """The minor version of a notebook (parsed JSON) of version 4 as nbformat reads the two off it
+    (nbformat.reader.get_version: minor 0 when absent); None when either is not an integer, which nbformat's
+    validation asserts, or the version is not 4."""
+    if not isinstance(nb, dict):
+        return None
+    version, minor = nb.get("nbformat", 1), nb.get("nbformat_minor", 0)
+    return minor if type(version) is int and version == 4 and type(minor) is int else None
 
 
 def _depth_within(value, limit: int) -> bool:

@@ -119,16 +119,15 @@ def warm_up_exports(assignments=()) -> None:
 
 
 def _nbformat_version(path) -> tuple[int, int] | None:
-    """(4, minor) as nbformat reads them off a notebook of version 4 (nbformat.reader.get_version); None for
-    anything else (converted first, or refused: nothing to build in advance)."""
+    """(4, minor) of a notebook of version 4, as nbformat reads them (assignments.v4_minor); None for anything
+    else (converted first, or refused: nothing to build in advance)."""
+    from autograder.assignments import v4_minor
+
     try:
-        nb = json.loads(Path(path).read_text(encoding="utf-8"))
+        minor = v4_minor(json.loads(Path(path).read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return None
-    if not isinstance(nb, dict):
-        return None
-    version, minor = nb.get("nbformat", 1), nb.get("nbformat_minor", 0)
-    return (4, minor) if type(version) is int and version == 4 and type(minor) is int else None
+    return None if minor is None else (4, minor)
 
 
 def checked(rendered, result: SubmissionResult, digest: str | None, cache_key: str | None) -> Rendered | None:
